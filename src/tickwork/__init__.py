@@ -1,0 +1,56 @@
+"""tickwork: PostgreSQL-native background work for Python."""
+
+from tickwork.app import App
+from tickwork.config import Settings, WorkerSettings, load_settings
+from tickwork.errors import (
+    ConfigError,
+    DatabaseError,
+    EnqueueError,
+    JobCancelled,
+    JobNotFoundError,
+    JobStateError,
+    MigrationError,
+    TaskDefinitionError,
+    TaskTimeout,
+    TickworkError,
+    UnknownTaskError,
+)
+from tickwork.queue.backoff import Backoff, ExponentialBackoff, FixedBackoff
+from tickwork.queue.enqueue import JobSpec
+from tickwork.task import Task
+from tickwork.types import AuditEvent, ErrorInfo, Execution, ExecutionState, Job, JobState
+from tickwork.worker.context import JobContext
+from tickwork.worker.worker import Outcome, RunOnceResult, Worker
+
+__all__ = [
+    "App",
+    "AuditEvent",
+    "Backoff",
+    "ConfigError",
+    "DatabaseError",
+    "EnqueueError",
+    "ErrorInfo",
+    "Execution",
+    "ExecutionState",
+    "ExponentialBackoff",
+    "FixedBackoff",
+    "Job",
+    "JobCancelled",
+    "JobContext",
+    "JobNotFoundError",
+    "JobSpec",
+    "JobState",
+    "JobStateError",
+    "MigrationError",
+    "Outcome",
+    "RunOnceResult",
+    "Settings",
+    "Task",
+    "TaskDefinitionError",
+    "TaskTimeout",
+    "TickworkError",
+    "UnknownTaskError",
+    "Worker",
+    "WorkerSettings",
+    "load_settings",
+]

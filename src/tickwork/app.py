@@ -1,0 +1,355 @@
+"""The App: registry of tasks and the entry point to everything tickwork does."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+import psycopg
+
+from tickwork.config import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    DEFAULT_TASK_TIMEOUT,
+    Settings,
+    load_settings,
+)
+from tickwork.db.database import Database, Row, fetch, fetch_async
+from tickwork.db.migrate import migrate
+from tickwork.errors import (
+    DatabaseError,
+    EnqueueError,
+    JobNotFoundError,
+    JobStateError,
+    TaskDefinitionError,
+    UnknownTaskError,
+)
+from tickwork.queue import rows as decode
+from tickwork.queue.backoff import Backoff
+from tickwork.queue.enqueue import (
+    DEFAULT_CREATED_BY,
+    JobRow,
+    JobSpec,
+    async_connection,
+    insert_params,
+    sync_connection,
+)
+from tickwork.task import Task, task_options
+from tickwork.types import AuditEvent, Execution, Job
+
+if TYPE_CHECKING:
+    from tickwork.worker.worker import Worker
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+log = logging.getLogger("tickwork")
+
+
+class App:
+    """Holds the configuration, the database and the registered tasks.
+
+    ``App()`` reads ``TICKWORK_*`` settings; with no ``TICKWORK_DATABASE_URL`` it uses the
+    embedded PostgreSQL. Keyword arguments override settings: ``App(database_url=...)``.
+    """
+
+    def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
+        self.settings = settings if settings is not None else load_settings(**overrides)
+        self.db = Database(self.settings)
+        self.tasks: dict[str, Task[Any, Any]] = {}
+
+    # -- registration -------------------------------------------------------------------
+
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        *,
+        name: str | None = ...,
+        queue: str = ...,
+        priority: int = ...,
+        max_attempts: int = ...,
+        timeout: float | None = ...,
+        backoff: Backoff | None = ...,
+        pass_context: bool = ...,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(  # type: ignore[misc]  # mypy cannot match an overload with only keywords
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = DEFAULT_PRIORITY,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        timeout: float | None = DEFAULT_TASK_TIMEOUT,
+        backoff: Backoff | None = None,
+        pass_context: bool = False,
+    ) -> Any:
+        """Register a handler: ``@app.task`` or ``@app.task(queue=..., max_attempts=...)``.
+
+        With ``pass_context=True`` the handler's first argument is a
+        :class:`~tickwork.JobContext` (attempt number, cancel request).
+        """
+
+        def register(func: Callable[..., Any]) -> Task[Any, Any]:
+            task_name = name or f"{func.__module__}.{func.__qualname__}"
+            if task_name in self.tasks:
+                raise TaskDefinitionError(f"task {task_name!r} is registered twice")
+            options = task_options(
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                timeout=timeout,
+                backoff=backoff,
+                name=task_name,
+            )
+            registered = Task(
+                self, func, name=task_name, options=options, pass_context=pass_context
+            )
+            self.tasks[task_name] = registered
+            return registered
+
+        return register(fn) if fn is not None else register
+
+    def get_task(self, name: str) -> Task[Any, Any]:
+        """The registered task called ``name``."""
+        try:
+            return self.tasks[name]
+        except KeyError:
+            raise UnknownTaskError(name, list(self.tasks)) from None
+
+    # -- enqueue ------------------------------------------------------------------------
+
+    def _rows(self, specs: Iterable[JobSpec | Mapping[str, Any]], created_by: str) -> list[JobRow]:
+        out = []
+        for index, item in enumerate(specs):
+            spec = _as_spec(item, index)
+            out.append(self.get_task(spec.task).row(spec, created_by))
+        return out
+
+    def enqueue(
+        self,
+        task: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        conn: Any = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        run_at: datetime | None = None,
+        timeout: float | None = None,
+        unique_key: str | None = None,
+        created_by: str = DEFAULT_CREATED_BY,
+    ) -> Job:
+        """Enqueue one job of a registered task; with ``conn``, in the caller's transaction.
+
+        With ``unique_key`` set and a job holding that key still pending or running, the
+        existing job is returned (``job.duplicate`` is True) instead of a new one.
+        """
+        spec = JobSpec(task, args or {}, queue, priority, max_attempts, run_at, timeout, unique_key)
+        return self.enqueue_many([spec], conn=conn, created_by=created_by)[0]
+
+    async def enqueue_async(
+        self,
+        task: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        conn: Any = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        run_at: datetime | None = None,
+        timeout: float | None = None,
+        unique_key: str | None = None,
+        created_by: str = DEFAULT_CREATED_BY,
+    ) -> Job:
+        """Async :meth:`enqueue`."""
+        spec = JobSpec(task, args or {}, queue, priority, max_attempts, run_at, timeout, unique_key)
+        return (await self.enqueue_many_async([spec], conn=conn, created_by=created_by))[0]
+
+    def enqueue_many(
+        self,
+        jobs: Iterable[JobSpec | Mapping[str, Any]],
+        *,
+        conn: Any = None,
+        created_by: str = DEFAULT_CREATED_BY,
+    ) -> list[Job]:
+        """Enqueue a batch in one round trip; results are in input order. All or nothing."""
+        job_rows = self._rows(jobs, created_by)
+        if not job_rows:
+            return []
+        params, position = insert_params(job_rows)
+        sql = self.db.statements["job_insert_many"]
+        if conn is not None:
+            rows = _translate(lambda: fetch(sync_connection(conn), sql, params))
+        else:
+            with self.db.pool().connection() as own:
+                rows = _translate(lambda: fetch(own, sql, params))
+        return _in_order(rows, params["unique_keys"], position)
+
+    async def enqueue_many_async(
+        self,
+        jobs: Iterable[JobSpec | Mapping[str, Any]],
+        *,
+        conn: Any = None,
+        created_by: str = DEFAULT_CREATED_BY,
+    ) -> list[Job]:
+        """Async :meth:`enqueue_many`."""
+        job_rows = self._rows(jobs, created_by)
+        if not job_rows:
+            return []
+        params, position = insert_params(job_rows)
+        sql = self.db.statements["job_insert_many"]
+        try:
+            if conn is not None:
+                rows = await fetch_async(await async_connection(conn), sql, params)
+            else:
+                pool = await self.db.async_pool()
+                async with pool.connection() as own:
+                    rows = await fetch_async(own, sql, params)
+        except psycopg.Error as exc:
+            raise _database_error(exc) from exc
+        return _in_order(rows, params["unique_keys"], position)
+
+    # -- inspection and operator actions ------------------------------------------------
+
+    def _query(self, name: str, params: dict[str, Any]) -> list[Row]:
+        with self.db.pool().connection() as conn:
+            return _translate(lambda: fetch(conn, self.db.statements[name], params))
+
+    def get_job(self, job_id: int) -> Job:
+        """The job with its state, attempts, result and last error."""
+        found = self._query("job_get", {"job_id": job_id})
+        if not found:
+            raise JobNotFoundError(job_id)
+        return decode.job(found[0])
+
+    async def get_job_async(self, job_id: int) -> Job:
+        """Async :meth:`get_job`."""
+        pool = await self.db.async_pool()
+        async with pool.connection() as conn:
+            found = await fetch_async(conn, self.db.statements["job_get"], {"job_id": job_id})
+        if not found:
+            raise JobNotFoundError(job_id)
+        return decode.job(found[0])
+
+    def list_executions(self, job_id: int) -> list[Execution]:
+        """Every attempt of the job, oldest first."""
+        return [
+            decode.execution(r) for r in self._query("execution_list_for_job", {"job_id": job_id})
+        ]
+
+    def audit_events(self, job_id: int) -> list[AuditEvent]:
+        """The audit trail of one job, oldest first."""
+        found = self._query(
+            "audit_list_for_target", {"target_type": "job", "target_id": str(job_id)}
+        )
+        return [decode.audit_event(r) for r in found]
+
+    def cancel(self, job_id: int, *, actor: str = DEFAULT_CREATED_BY) -> Job:
+        """Cancel a PENDING or FAILED job at once; for a RUNNING job, request the cancel.
+
+        The running attempt is told (async handlers are cancelled, sync ones can poll
+        ``ctx.cancel_requested``) and the job becomes CANCELLED when the attempt completes.
+        """
+        self._transition("job_cancel", job_id, actor, "cancel", ["PENDING", "FAILED", "RUNNING"])
+        return self.get_job(job_id)
+
+    def retry(self, job_id: int, *, actor: str = DEFAULT_CREATED_BY) -> Job:
+        """Send a DEAD_LETTER or FAILED job back to PENDING now; its history is kept."""
+        self._transition("job_retry", job_id, actor, "retry", ["DEAD_LETTER", "FAILED"])
+        return self.get_job(job_id)
+
+    def _transition(
+        self, statement: str, job_id: int, actor: str, operation: str, allowed: list[str]
+    ) -> None:
+        found = self._query(statement, {"job_id": job_id, "actor": actor})
+        if not found:
+            raise JobNotFoundError(job_id)
+        if found[0]["state"] is None:
+            raise JobStateError(job_id, found[0]["previous_state"], operation, allowed)
+
+    # -- running ------------------------------------------------------------------------
+
+    def migrate(self) -> list[int]:
+        """Apply pending schema migrations; return the versions applied now."""
+        with self.db.connect() as conn:
+            return migrate(conn, self.db.statements)
+
+    def worker(self, **options: Any) -> Worker:
+        """A :class:`~tickwork.worker.Worker` for these tasks; options override settings."""
+        from tickwork.worker.worker import Worker
+
+        return Worker(self, **options)
+
+    def run_worker(
+        self,
+        queues: list[str] | None = None,
+        concurrency: int | None = None,
+        *,
+        migrate: bool = True,
+        **options: Any,
+    ) -> None:
+        """Migrate, then claim and run jobs until SIGTERM/SIGINT (blocking)."""
+        from tickwork.worker.run import run_blocking
+
+        if migrate:
+            self.migrate()
+        run_blocking(self.worker(queues=queues, concurrency=concurrency, **options))
+
+    def close(self) -> None:
+        """Close the app's connection pools."""
+        self.db.close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _as_spec(item: JobSpec | Mapping[str, Any], index: int) -> JobSpec:
+    if isinstance(item, JobSpec):
+        return item
+    if isinstance(item, Mapping):
+        try:
+            return JobSpec(**item)
+        except TypeError as exc:
+            raise EnqueueError(f"jobs[{index}]", dict(item), f"is not a job spec: {exc}") from None
+    raise EnqueueError(f"jobs[{index}]", item, "must be a JobSpec or a mapping")
+
+
+def _in_order(found: list[Row], keys: list[str | None], position: list[int]) -> list[Job]:
+    """Jobs in input order. New rows got ids in input order; a duplicate has the older id of
+    the job holding its key, so keyed rows are matched by key and the rest by id order."""
+    by_key = {r["unique_key"]: r for r in found if r["unique_key"] is not None}
+    fresh = iter(sorted((r for r in found if r["unique_key"] is None), key=lambda r: r["id"]))
+    per_sent = [by_key[k] if k is not None else next(fresh) for k in keys]
+    jobs: list[Job] = []
+    seen: set[int] = set()
+    for sent_index in position:
+        job = decode.job(per_sent[sent_index])
+        if sent_index in seen:  # repeated key within the batch: the first one enqueued it
+            job = replace(job, duplicate=True)
+        seen.add(sent_index)
+        jobs.append(job)
+    return jobs
+
+
+def _database_error(exc: psycopg.Error) -> DatabaseError:
+    return DatabaseError(f"database refused the operation: {exc}")
+
+
+def _translate(call: Callable[[], list[Row]]) -> list[Row]:
+    try:
+        return call()
+    except psycopg.Error as exc:
+        raise _database_error(exc) from exc

@@ -1,0 +1,180 @@
+"""Settings: defaults as named constants, read from ``TICKWORK_*`` and an optional TOML file.
+
+Precedence, highest first: keyword arguments to :class:`Settings`, environment variables
+(``TICKWORK_DATABASE_URL``, nested ones with ``__``: ``TICKWORK_WORKER__CONCURRENCY``), the
+TOML file named by ``TICKWORK_CONFIG`` (or ``./tickwork.toml`` when it exists), then defaults.
+Everything is validated once, by :func:`load_settings`; errors name the field and value.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from tickwork.errors import ConfigError
+
+DEFAULT_SCHEMA = "tickwork"
+DEFAULT_CONFIG_FILE = "tickwork.toml"
+DEFAULT_POOL_MIN_SIZE = 1
+DEFAULT_POOL_MAX_SIZE = 10
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
+DEFAULT_QUEUE = "default"
+DEFAULT_PRIORITY = 0
+MIN_PRIORITY = -100
+MAX_PRIORITY = 100
+DEFAULT_MAX_ATTEMPTS = 5
+MAX_MAX_ATTEMPTS = 1000
+DEFAULT_TASK_TIMEOUT: float | None = None
+
+DEFAULT_CONCURRENCY = 10
+DEFAULT_POLL_INTERVAL = 1.0
+DEFAULT_LEASE_TTL = 30.0
+DEFAULT_LEASE_RENEW_INTERVAL = 10.0
+DEFAULT_WATCHDOG_INTERVAL = 5.0
+DEFAULT_WATCHDOG_BATCH = 500
+DEFAULT_SHUTDOWN_GRACE = 25.0
+
+SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+
+def default_data_dir() -> Path:
+    """Where the embedded PostgreSQL keeps its data when no database URL is set."""
+    return Path(platformdirs.user_data_dir("tickwork")) / "postgres"
+
+
+class WorkerSettings(BaseModel):
+    """How a worker process claims and runs jobs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queues: list[str] = Field(default_factory=lambda: [DEFAULT_QUEUE])
+    concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1, le=10_000)
+    poll_interval: float = Field(DEFAULT_POLL_INTERVAL, gt=0)
+    lease_ttl: float = Field(DEFAULT_LEASE_TTL, gt=0)
+    lease_renew_interval: float = Field(DEFAULT_LEASE_RENEW_INTERVAL, gt=0)
+    watchdog_interval: float = Field(DEFAULT_WATCHDOG_INTERVAL, gt=0)
+    watchdog_batch: int = Field(DEFAULT_WATCHDOG_BATCH, ge=1)
+    shutdown_grace: float = Field(DEFAULT_SHUTDOWN_GRACE, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkerSettings:
+        if self.lease_ttl <= self.lease_renew_interval:
+            raise ValueError(
+                f"worker.lease_ttl ({self.lease_ttl}s) must be greater than "
+                f"worker.lease_renew_interval ({self.lease_renew_interval}s)"
+            )
+        for queue in self.queues:
+            if not QUEUE_NAME.match(queue):
+                raise ValueError(
+                    f"worker.queues ({queue!r}) must be 1-128 characters of letters, digits, _.:-"
+                )
+        if not self.queues:
+            raise ValueError("worker.queues ([]) must name at least one queue")
+        return self
+
+
+class Settings(BaseSettings):
+    """All of tickwork's configuration."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TICKWORK_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        populate_by_name=True,
+    )
+
+    database_url: SecretStr | None = None
+    schema_name: str = Field(
+        DEFAULT_SCHEMA, validation_alias=AliasChoices("schema", "TICKWORK_SCHEMA", "schema_name")
+    )
+    data_dir: Path = Field(default_factory=default_data_dir)
+    pool_min_size: int = Field(DEFAULT_POOL_MIN_SIZE, ge=0)
+    pool_max_size: int = Field(DEFAULT_POOL_MAX_SIZE, ge=1)
+    connect_timeout: float = Field(DEFAULT_CONNECT_TIMEOUT, gt=0)
+    worker: WorkerSettings = Field(default_factory=lambda: WorkerSettings())
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if not SCHEMA_NAME.match(self.schema_name):
+            raise ValueError(
+                f"schema ({self.schema_name!r}) must be a lower-case identifier "
+                "(letters, digits, underscore; not starting with a digit)"
+            )
+        if self.pool_max_size < self.pool_min_size:
+            raise ValueError(
+                f"pool_max_size ({self.pool_max_size}) must be at least "
+                f"pool_min_size ({self.pool_min_size})"
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = _config_file()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+def _config_file() -> Path | None:
+    named = os.environ.get("TICKWORK_CONFIG")
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise ConfigError(f"TICKWORK_CONFIG ({named!r}) is not a readable file")
+        return path
+    local = Path(DEFAULT_CONFIG_FILE)
+    return local if local.is_file() else None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read and validate settings once; raise :class:`ConfigError` naming each bad field."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+    except ValueError as exc:  # TOML syntax errors and similar
+        raise ConfigError(f"configuration could not be read: {exc}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        if loc and not isinstance(error.get("input"), dict):
+            value = error.get("input")
+            if "database_url" in loc:
+                value = "<redacted>"
+            lines.append(f"{loc} ({value!r}): {message}")
+        else:
+            lines.append(message)
+    return "invalid configuration: " + "; ".join(lines)

@@ -1,0 +1,1 @@
+"""Database access: the named SQL statements, connection pools, embedded server, migrations."""

@@ -1,0 +1,137 @@
+"""Connections: the URL (configured or embedded), a sync pool and an async pool per event loop.
+
+tickwork's own statements are single statements, so its pooled connections run in autocommit
+mode: each statement is its own transaction, with no BEGIN/COMMIT round trips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+import psycopg
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from tickwork.config import Settings
+from tickwork.db import embedded
+from tickwork.db.statements import Statements
+from tickwork.errors import DatabaseError
+
+log = logging.getLogger("tickwork.db")
+
+Row = dict[str, Any]
+
+
+def fetch(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> list[Row]:
+    """Run one named statement on a sync connection; rows as dicts (none for DDL/DML)."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(sql, params)
+        return list(cur.fetchall()) if cur.description is not None else []
+
+
+async def fetch_async(
+    conn: psycopg.AsyncConnection[Any], sql: str, params: dict[str, Any]
+) -> list[Row]:
+    """Run one named statement on an async connection; rows as dicts (none for DDL/DML)."""
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(sql, params)
+        return list(await cur.fetchall()) if cur.description is not None else []
+
+
+class Database:
+    """Where tickwork's data lives, and the pools to reach it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.statements = Statements(settings.schema_name)
+        self._url: str | None = None
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool[psycopg.Connection[DictRow]] | None = None
+        self._async_pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
+
+    @property
+    def url(self) -> str:
+        """The connection URL; starts the embedded server when none is configured."""
+        with self._lock:
+            if self._url is None:
+                configured = self.settings.database_url
+                if configured is not None:
+                    self._url = configured.get_secret_value()
+                else:
+                    self._url = embedded.start(self.settings.data_dir)
+            return self._url
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {"autocommit": True, "connect_timeout": self.settings.connect_timeout}
+
+    def connect(self, *, autocommit: bool = True) -> psycopg.Connection[Any]:
+        """A new sync connection, not pooled (the caller closes it)."""
+        try:
+            return psycopg.connect(
+                self.url, autocommit=autocommit, connect_timeout=int(self.settings.connect_timeout)
+            )
+        except psycopg.OperationalError as exc:
+            raise DatabaseError(f"could not connect to the database: {exc}") from exc
+
+    async def connect_async(self, *, autocommit: bool = True) -> psycopg.AsyncConnection[Any]:
+        """A new async connection, not pooled (the caller closes it)."""
+        try:
+            return await psycopg.AsyncConnection.connect(
+                self.url, autocommit=autocommit, connect_timeout=int(self.settings.connect_timeout)
+            )
+        except psycopg.OperationalError as exc:
+            raise DatabaseError(f"could not connect to the database: {exc}") from exc
+
+    def pool(self) -> ConnectionPool[psycopg.Connection[DictRow]]:
+        """The process's sync pool, opened on first use."""
+        with self._lock:
+            pool = self._pool
+        if pool is None:
+            url = self.url
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ConnectionPool(
+                        url,
+                        min_size=self.settings.pool_min_size,
+                        max_size=self.settings.pool_max_size,
+                        kwargs={"autocommit": True},
+                        open=True,
+                        name="tickwork",
+                    )
+                pool = self._pool
+        return pool
+
+    async def async_pool(self, max_size: int | None = None) -> AsyncConnectionPool[Any]:
+        """The async pool of the running event loop, opened on first use."""
+        loop = asyncio.get_running_loop()
+        pool = self._async_pools.get(loop)
+        if pool is None:
+            url = await asyncio.to_thread(lambda: self.url)
+            pool = AsyncConnectionPool(
+                url,
+                min_size=self.settings.pool_min_size,
+                max_size=max(max_size or 0, self.settings.pool_max_size),
+                kwargs={"autocommit": True},
+                open=False,
+                name="tickwork-async",
+            )
+            await pool.open()
+            self._async_pools[loop] = pool
+        return pool
+
+    def close(self) -> None:
+        """Close the sync pool (async pools close with :meth:`aclose`)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    async def aclose(self) -> None:
+        """Close the async pool of the running loop and the sync pool."""
+        pool = self._async_pools.pop(asyncio.get_running_loop(), None)
+        if pool is not None:
+            await pool.close()
+        await asyncio.to_thread(self.close)

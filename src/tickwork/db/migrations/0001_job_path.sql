@@ -1,0 +1,79 @@
+-- The job path: jobs, their executions (attempts, carrying the lease), the audit trail and
+-- the live worker registry. "{schema}" is replaced by the configured schema name.
+
+CREATE TABLE {schema}.jobs (
+    id                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue               text        NOT NULL,
+    task                text        NOT NULL,
+    args                jsonb       NOT NULL DEFAULT '{}',
+    state               text        NOT NULL DEFAULT 'PENDING'
+        CHECK (state IN ('PENDING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'DEAD_LETTER')),
+    priority            smallint    NOT NULL DEFAULT 0 CHECK (priority BETWEEN -100 AND 100),
+    attempts            integer     NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    max_attempts        integer     NOT NULL CHECK (max_attempts >= 1),
+    run_at              timestamptz NOT NULL DEFAULT now(),
+    timeout             double precision CHECK (timeout > 0),
+    unique_key          text,
+    result              jsonb,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    created_by          text        NOT NULL,
+    cancel_requested_at timestamptz,
+    finished_at         timestamptz
+);
+
+-- The claim scans only runnable jobs, in claim order.
+CREATE INDEX jobs_runnable_idx ON {schema}.jobs (queue, priority DESC, run_at, id)
+    WHERE state IN ('PENDING', 'FAILED');
+
+-- unique_key dedupes while a job with the key may still run.
+CREATE UNIQUE INDEX jobs_unique_key_idx ON {schema}.jobs (unique_key)
+    WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING');
+
+CREATE INDEX jobs_state_idx ON {schema}.jobs (state, queue);
+
+CREATE TABLE {schema}.executions (
+    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id           bigint      NOT NULL REFERENCES {schema}.jobs (id) ON DELETE CASCADE,
+    attempt          integer     NOT NULL,
+    worker_id        uuid        NOT NULL,
+    state            text        NOT NULL DEFAULT 'RUNNING'
+        CHECK (state IN ('RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'TIMED_OUT', 'RELEASED')),
+    started_at       timestamptz NOT NULL DEFAULT now(),
+    lease_expires_at timestamptz NOT NULL,
+    finished_at      timestamptz,
+    error            jsonb
+);
+
+CREATE INDEX executions_job_idx ON {schema}.executions (job_id, id);
+
+-- Exclusivity enforced by the database: a job never has two live attempts.
+CREATE UNIQUE INDEX executions_one_live_idx ON {schema}.executions (job_id)
+    WHERE state = 'RUNNING';
+
+-- The watchdog scans live attempts by lease expiry.
+CREATE INDEX executions_lease_idx ON {schema}.executions (lease_expires_at)
+    WHERE state = 'RUNNING';
+
+CREATE TABLE {schema}.audit_events (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    occurred_at timestamptz NOT NULL DEFAULT now(),
+    actor       text        NOT NULL,
+    event_type  text        NOT NULL,
+    target_type text        NOT NULL,
+    target_id   text        NOT NULL,
+    metadata    jsonb       NOT NULL DEFAULT '{}'
+);
+
+CREATE INDEX audit_events_target_idx ON {schema}.audit_events (target_type, target_id, id);
+CREATE INDEX audit_events_time_idx ON {schema}.audit_events (occurred_at);
+
+CREATE TABLE {schema}.workers (
+    id           uuid        PRIMARY KEY,
+    host         text        NOT NULL,
+    pid          integer     NOT NULL,
+    queues       text[]      NOT NULL,
+    concurrency  integer     NOT NULL,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    last_seen_at timestamptz NOT NULL DEFAULT now(),
+    stopped_at   timestamptz
+);

@@ -1,0 +1,102 @@
+-- Statements on the executions table (one row per attempt; the row carries the lease).
+
+-- name: execution_renew_leases
+-- Extend the leases of a worker's in-flight attempts, one statement per interval. An id
+-- missing from the result has lost its lease (reclaimed or released): the worker stops
+-- treating it as live. The job is read, not locked, to report cancel requests.
+UPDATE {schema}.executions e
+SET lease_expires_at = now() + make_interval(secs => %(lease_ttl)s)
+FROM {schema}.jobs j
+WHERE e.id = ANY(%(execution_ids)s::bigint[])
+  AND e.state = 'RUNNING'  -- fencing: never revive a reclaimed attempt
+  AND j.id = e.job_id
+RETURNING e.id, (j.cancel_requested_at IS NOT NULL) AS cancel_requested;
+
+-- name: execution_reclaim_expired
+-- The watchdog: attempts whose lease expired become TIMED_OUT and their jobs go back to
+-- PENDING (or DEAD_LETTER when attempts are exhausted, CANCELLED when a cancel was
+-- requested). SKIP LOCKED: an execution being completed right now is left to its worker.
+-- Execution locked first, then the job.
+WITH expired AS (
+    SELECT id
+    FROM {schema}.executions
+    WHERE state = 'RUNNING' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), timed_out AS (
+    UPDATE {schema}.executions e
+    SET state = 'TIMED_OUT', finished_at = now(),
+        error = jsonb_build_object(
+            'type', 'tickwork.LeaseExpired',
+            'message', 'lease expired at ' || e.lease_expires_at || ' without renewal',
+            'traceback', '')
+    FROM expired x
+    WHERE e.id = x.id AND e.state = 'RUNNING'
+    RETURNING e.id, e.job_id, e.worker_id
+), reclaimed AS (
+    UPDATE {schema}.jobs j
+    SET state = CASE
+            WHEN j.cancel_requested_at IS NOT NULL THEN 'CANCELLED'
+            WHEN j.attempts >= j.max_attempts THEN 'DEAD_LETTER'
+            ELSE 'PENDING'
+        END,
+        run_at = now(),
+        finished_at = CASE
+            WHEN j.cancel_requested_at IS NOT NULL OR j.attempts >= j.max_attempts THEN now()
+        END
+    FROM timed_out t
+    WHERE j.id = t.job_id AND j.state = 'RUNNING'
+    RETURNING j.id, j.state, j.queue, t.id AS execution_id, t.worker_id
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, 'job.reclaimed', 'job', r.id::text,
+           jsonb_build_object('execution_id', r.execution_id, 'worker_id', r.worker_id,
+                              'to', r.state)
+    FROM reclaimed r
+    UNION ALL
+    SELECT %(actor)s,
+           CASE r.state WHEN 'CANCELLED' THEN 'job.cancelled' ELSE 'job.dead_lettered' END,
+           'job', r.id::text, jsonb_build_object('execution_id', r.execution_id)
+    FROM reclaimed r
+    WHERE r.state IN ('CANCELLED', 'DEAD_LETTER')
+), notify AS (
+    SELECT pg_notify('{schema}.jobs', q.queue)
+    FROM (SELECT DISTINCT queue FROM reclaimed WHERE state = 'PENDING') AS q
+)
+SELECT r.id AS job_id, r.execution_id, r.state, (SELECT count(*) FROM notify) AS notified
+FROM reclaimed r;
+
+-- name: execution_release_many
+-- Graceful shutdown: hand unfinished attempts back. The released attempt does not count
+-- against max_attempts; a job whose cancel was requested is cancelled instead.
+WITH released AS (
+    UPDATE {schema}.executions e
+    SET state = 'RELEASED', finished_at = now()
+    WHERE e.id = ANY(%(execution_ids)s::bigint[])
+      AND e.state = 'RUNNING'  -- fencing
+    RETURNING e.id, e.job_id, e.worker_id
+), returned AS (
+    UPDATE {schema}.jobs j
+    SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'CANCELLED' ELSE 'PENDING' END,
+        attempts = j.attempts - 1,
+        run_at = now(),
+        finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END
+    FROM released r
+    WHERE j.id = r.job_id AND j.state = 'RUNNING'
+    RETURNING j.id, j.state, j.queue, r.id AS execution_id, r.worker_id
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT 'worker:' || r.worker_id,
+           CASE r.state WHEN 'CANCELLED' THEN 'job.cancelled' ELSE 'job.released' END,
+           'job', r.id::text, jsonb_build_object('execution_id', r.execution_id)
+    FROM returned r
+), notify AS (
+    SELECT pg_notify('{schema}.jobs', q.queue)
+    FROM (SELECT DISTINCT queue FROM returned WHERE state = 'PENDING') AS q
+)
+SELECT r.id AS job_id, r.execution_id, r.state, (SELECT count(*) FROM notify) AS notified
+FROM returned r;
+
+-- name: execution_list_for_job
+SELECT * FROM {schema}.executions WHERE job_id = %(job_id)s ORDER BY id;

@@ -1,0 +1,192 @@
+-- Statements on the jobs table. "{schema}" is replaced by the configured schema; parameters
+-- are psycopg named placeholders. Each statement that changes a job in a way its execution
+-- row does not already record appends an audit event in the same statement (same transaction).
+-- Notifications: channel "{schema}.jobs" carries a queue name (coalesced per transaction by
+-- PostgreSQL); channel "{schema}.control" carries "cancel:<job id>".
+
+-- name: job_insert_many
+-- Enqueue a batch in one round trip. A row whose unique_key is held by a job that may still
+-- run (PENDING, FAILED awaiting retry, RUNNING) is not inserted: the no-op DO UPDATE returns
+-- the existing job instead, atomically, even against a concurrent enqueue of the same key.
+WITH input AS (
+    SELECT *
+    FROM unnest(
+        %(queues)s::text[], %(tasks)s::text[], %(args)s::jsonb[], %(priorities)s::smallint[],
+        %(max_attempts)s::integer[], %(run_ats)s::timestamptz[], %(timeouts)s::float8[],
+        %(unique_keys)s::text[], %(created_by)s::text[]
+    ) WITH ORDINALITY AS i(queue, task, args, priority, max_attempts, run_at, timeout,
+                          unique_key, created_by, ord)
+), inserted AS (
+    INSERT INTO {schema}.jobs AS j
+        (queue, task, args, priority, max_attempts, run_at, timeout, unique_key, created_by)
+    SELECT queue, task, args, priority, max_attempts, coalesce(run_at, now()), timeout,
+           unique_key, created_by
+    FROM input
+    ORDER BY ord  -- identity values follow input order; the caller relies on it
+    ON CONFLICT (unique_key)
+        WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING')
+        DO UPDATE SET unique_key = EXCLUDED.unique_key  -- no-op, so RETURNING yields the holder
+    RETURNING j.*, (j.xmax <> 0) AS duplicate
+), notify AS (
+    SELECT pg_notify('{schema}.jobs', q.queue)
+    FROM (SELECT DISTINCT queue FROM inserted WHERE NOT duplicate AND run_at <= now()) AS q
+)
+SELECT inserted.*, NULL::jsonb AS error, (SELECT count(*) FROM notify) AS notified
+FROM inserted
+ORDER BY inserted.id;
+
+-- name: job_get
+-- One job with the error of its most recent failed attempt.
+SELECT j.*, false AS duplicate,
+       (SELECT e.error FROM {schema}.executions e
+        WHERE e.job_id = j.id AND e.error IS NOT NULL
+        ORDER BY e.id DESC LIMIT 1) AS error
+FROM {schema}.jobs j
+WHERE j.id = %(job_id)s;
+
+-- name: job_claim
+-- Claim up to %(limit)s runnable jobs of the worker's queues, highest priority then oldest
+-- first, and start one execution per job with a lease on the database clock. SKIP LOCKED lets
+-- any number of claimers run at once: a row another claimer holds is skipped, never waited
+-- for. Only the jobs table is locked by the scan (no join), the new executions cannot be held
+-- by anyone else yet, so this does not break the execution-then-job lock order.
+WITH next AS (
+    SELECT id
+    FROM {schema}.jobs
+    WHERE state IN ('PENDING', 'FAILED')  -- FAILED here means "retry due at run_at"
+      AND queue = ANY(%(queues)s::text[])
+      AND run_at <= now()
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE {schema}.jobs j
+    SET state = 'RUNNING', attempts = j.attempts + 1
+    FROM next
+    WHERE j.id = next.id
+    RETURNING j.*
+), started AS (
+    INSERT INTO {schema}.executions (job_id, attempt, worker_id, lease_expires_at)
+    SELECT id, attempts, %(worker_id)s, now() + make_interval(secs => %(lease_ttl)s)
+    FROM claimed
+    RETURNING id, job_id, lease_expires_at
+)
+SELECT c.*, s.id AS execution_id, s.lease_expires_at
+FROM claimed c
+JOIN started s ON s.job_id = c.id
+ORDER BY c.priority DESC, c.run_at, c.id;
+
+-- name: job_complete_many
+-- Record the outcome of finished attempts, one statement per batch. Fencing: an attempt is
+-- recorded only while its execution is still RUNNING; a worker whose lease was reclaimed
+-- changes 0 rows and cannot overwrite a newer attempt. The execution row is locked first,
+-- then the job (the global lock order).
+WITH done AS (
+    SELECT *
+    FROM unnest(
+        %(execution_ids)s::bigint[], %(outcomes)s::text[], %(results)s::jsonb[],
+        %(errors)s::jsonb[], %(retry_delays)s::float8[]
+    ) AS d(execution_id, outcome, result, error, retry_delay)
+), fenced AS (
+    UPDATE {schema}.executions e
+    SET state = d.outcome, finished_at = now(), error = d.error
+    FROM done d
+    WHERE e.id = d.execution_id
+      AND e.state = 'RUNNING'  -- fencing: a reclaimed or released attempt must not complete
+    RETURNING e.id, e.job_id, e.worker_id, d.outcome, d.result, d.retry_delay
+), finished AS (
+    UPDATE {schema}.jobs j
+    SET state = CASE
+            WHEN j.cancel_requested_at IS NOT NULL OR f.outcome = 'CANCELLED' THEN 'CANCELLED'
+            WHEN f.outcome = 'SUCCEEDED' THEN 'SUCCEEDED'
+            WHEN j.attempts >= j.max_attempts THEN 'DEAD_LETTER'
+            ELSE 'FAILED'
+        END,
+        result = CASE WHEN f.outcome = 'SUCCEEDED' THEN f.result ELSE j.result END,
+        run_at = CASE
+            WHEN f.outcome = 'FAILED' AND j.cancel_requested_at IS NULL
+                 AND j.attempts < j.max_attempts
+            THEN now() + make_interval(secs => f.retry_delay)  -- backoff before the retry
+            ELSE j.run_at
+        END,
+        finished_at = CASE
+            WHEN f.outcome = 'FAILED' AND j.cancel_requested_at IS NULL
+                 AND j.attempts < j.max_attempts
+            THEN NULL
+            ELSE now()
+        END
+    FROM fenced f
+    WHERE j.id = f.job_id
+      AND j.state = 'RUNNING'
+    RETURNING j.id, j.state, j.attempts, f.id AS execution_id, f.worker_id
+), audit AS (
+    -- success and retry are recorded by the execution row; only these need an event
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT 'worker:' || f.worker_id,
+           CASE f.state WHEN 'CANCELLED' THEN 'job.cancelled' ELSE 'job.dead_lettered' END,
+           'job', f.id::text,
+           jsonb_build_object('execution_id', f.execution_id, 'attempts', f.attempts)
+    FROM finished f
+    WHERE f.state IN ('CANCELLED', 'DEAD_LETTER')
+)
+SELECT f.id AS job_id, f.execution_id, f.state
+FROM finished f;
+
+-- name: job_cancel
+-- PENDING or FAILED (awaiting retry): cancel at once. RUNNING: record the request; the job
+-- becomes CANCELLED when the attempt completes, and the worker is told over "control".
+-- FOR UPDATE re-reads the row after any concurrent claim or completion commits, so the
+-- decision is made on the current state.
+WITH target AS (
+    SELECT id, state FROM {schema}.jobs WHERE id = %(job_id)s FOR UPDATE
+), changed AS (
+    UPDATE {schema}.jobs j
+    SET state = CASE WHEN t.state = 'RUNNING' THEN 'RUNNING' ELSE 'CANCELLED' END,
+        cancel_requested_at = CASE
+            WHEN t.state = 'RUNNING' THEN coalesce(j.cancel_requested_at, now())
+            ELSE j.cancel_requested_at
+        END,
+        finished_at = CASE WHEN t.state = 'RUNNING' THEN j.finished_at ELSE now() END
+    FROM target t
+    WHERE j.id = t.id AND t.state IN ('PENDING', 'FAILED', 'RUNNING')
+    RETURNING j.id, j.state
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s,
+           CASE c.state WHEN 'CANCELLED' THEN 'job.cancelled' ELSE 'job.cancel_requested' END,
+           'job', c.id::text, jsonb_build_object('from', t.state)
+    FROM changed c JOIN target t ON t.id = c.id
+), notify AS (
+    SELECT pg_notify('{schema}.control', 'cancel:' || c.id) FROM changed c
+    WHERE c.state = 'RUNNING'
+)
+SELECT t.state AS previous_state, c.state AS state, (SELECT count(*) FROM notify) AS notified
+FROM target t
+LEFT JOIN changed c ON c.id = t.id;
+
+-- name: job_retry
+-- Manual retry: DEAD_LETTER or FAILED back to PENDING now. Executions stay as history; a job
+-- whose attempts are exhausted is granted one more.
+WITH target AS (
+    SELECT id, state FROM {schema}.jobs WHERE id = %(job_id)s FOR UPDATE
+), changed AS (
+    UPDATE {schema}.jobs j
+    SET state = 'PENDING', run_at = now(), finished_at = NULL, cancel_requested_at = NULL,
+        max_attempts = greatest(j.max_attempts, j.attempts + 1)
+    FROM target t
+    WHERE j.id = t.id AND t.state IN ('DEAD_LETTER', 'FAILED')
+    RETURNING j.id, j.state, j.queue, j.max_attempts
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, 'job.retried', 'job', c.id::text,
+           jsonb_build_object('from', t.state, 'max_attempts', c.max_attempts)
+    FROM changed c JOIN target t ON t.id = c.id
+), notify AS (
+    SELECT pg_notify('{schema}.jobs', c.queue) FROM changed c
+)
+SELECT t.state AS previous_state, c.state AS state, (SELECT count(*) FROM notify) AS notified
+FROM target t
+LEFT JOIN changed c ON c.id = t.id;
+
+-- name: job_count_by_state
+SELECT state, count(*) AS n FROM {schema}.jobs GROUP BY state;

@@ -1,0 +1,130 @@
+"""``tickwork demo``: the job path end to end, with a readable summary.
+
+Five jobs: one succeeds, one fails twice and then succeeds on retry, one exhausts its
+attempts and is dead-lettered, one is cancelled while pending, one is cancelled while
+running (the deferred cancel). A worker runs in this process until every job has settled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from rich.console import Console
+from rich.table import Table
+
+from tickwork.app import App
+from tickwork.queue.backoff import FixedBackoff
+from tickwork.types import Job
+from tickwork.worker.context import JobContext
+from tickwork.worker.worker import Outcome
+
+DEMO_QUEUE = "demo"
+
+
+def build_app() -> tuple[App, asyncio.Event]:
+    """The demo's tasks, registered on a fresh App."""
+    app = App()
+    slow_started = asyncio.Event()
+
+    @app.task(name="demo.greet", queue=DEMO_QUEUE)
+    def greet(name: str) -> str:
+        return f"hello, {name}"
+
+    @app.task(name="demo.flaky", queue=DEMO_QUEUE, backoff=FixedBackoff(0.2), pass_context=True)
+    def flaky(ctx: JobContext, fail_times: int) -> dict[str, int]:
+        if ctx.attempt <= fail_times:
+            raise ConnectionError(f"upstream unavailable (attempt {ctx.attempt})")
+        return {"succeeded_on_attempt": ctx.attempt}
+
+    @app.task(name="demo.doomed", queue=DEMO_QUEUE, max_attempts=3, backoff=FixedBackoff(0.1))
+    def doomed(order_id: int) -> None:
+        raise ValueError(f"order {order_id} has no shipping address")
+
+    @app.task(name="demo.report", queue=DEMO_QUEUE)
+    def report(month: str) -> str:
+        return f"report for {month}"
+
+    @app.task(name="demo.export", queue=DEMO_QUEUE)
+    async def export(rows: int) -> int:
+        slow_started.set()
+        await asyncio.sleep(3600)  # cancelled cooperatively long before this ends
+        return rows
+
+    return app, slow_started
+
+
+async def _run(app: App, slow_started: asyncio.Event, console: Console) -> list[Job]:
+    await asyncio.to_thread(app.migrate)
+    jobs = [
+        await app.enqueue_async("demo.greet", {"name": "world"}),
+        await app.enqueue_async("demo.flaky", {"fail_times": 2}),
+        await app.enqueue_async("demo.doomed", {"order_id": 42}),
+        await app.enqueue_async(
+            "demo.report", {"month": "2026-12"}, run_at=datetime.now(UTC) + timedelta(hours=1)
+        ),
+        await app.enqueue_async("demo.export", {"rows": 10_000}),
+    ]
+    console.print(f"enqueued {len(jobs)} jobs on queue [bold]{DEMO_QUEUE}[/]")
+    await asyncio.to_thread(app.cancel, jobs[3].id, actor="demo")
+    console.print(f"cancelled pending job {jobs[3].id} (demo.report)")
+
+    waiting = {job.id for job in jobs} - {jobs[3].id}
+    settled = asyncio.Event()
+
+    def on_finished(outcome: Outcome) -> None:
+        if outcome.job_state is not None and outcome.job_state.is_final:
+            waiting.discard(outcome.job_id)
+        if not waiting:
+            settled.set()
+
+    worker = app.worker(
+        queues=[DEMO_QUEUE], concurrency=4, on_finished=on_finished, poll_interval=0.2
+    )
+    running = asyncio.create_task(worker.run())
+    await slow_started.wait()
+    await asyncio.to_thread(app.cancel, jobs[4].id, actor="demo")
+    console.print(f"requested cancel of running job {jobs[4].id} (demo.export)")
+    await settled.wait()
+    worker.request_stop()
+    await running
+    return [await app.get_job_async(job.id) for job in jobs]
+
+
+def run_demo() -> None:
+    """Run the demo and print what happened to every job."""
+    console = Console()
+    app, slow_started = build_app()
+    where = "TICKWORK_DATABASE_URL" if app.settings.database_url else "the embedded PostgreSQL"
+    console.print(f"[bold]tickwork demo[/] on {where}, schema {app.settings.schema_name!r}")
+    try:
+        with console.status("running a worker until every job settles..."):
+            final = asyncio.run(_run(app, slow_started, console))
+        table = Table(title="What happened")
+        for column in ("job", "task", "state", "attempts", "result / last error", "attempt log"):
+            table.add_column(column)
+        for job in final:
+            attempts = app.list_executions(job.id)
+            log = ", ".join(f"#{e.attempt} {e.state.value}" for e in attempts) or "never ran"
+            if job.result is not None:
+                detail = repr(job.result)
+            elif job.error is not None:
+                detail = f"{job.error.type}: {job.error.message}"
+            else:
+                detail = ""
+            table.add_row(str(job.id), job.task, job.state.value, str(job.attempts), detail, log)
+        console.print(table)
+        events = [e for job in final for e in app.audit_events(job.id)]
+        audit = Table(title="Audit trail (transitions not already recorded by an attempt)")
+        for column in ("time", "actor", "event", "job"):
+            audit.add_column(column)
+        for event in sorted(events, key=lambda e: e.id):
+            audit.add_row(
+                event.occurred_at.strftime("%H:%M:%S.%f")[:-3],
+                event.actor,
+                event.event_type,
+                event.target_id,
+            )
+        console.print(audit)
+    finally:
+        app.close()

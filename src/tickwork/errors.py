@@ -1,0 +1,71 @@
+"""The one exception tree of tickwork. Every error names the field and value at fault."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TickworkError(Exception):
+    """Base class of every error tickwork raises."""
+
+
+class ConfigError(TickworkError):
+    """A setting is missing or invalid; raised once, at start-up."""
+
+
+class DatabaseError(TickworkError):
+    """The database could not be reached or refused an operation."""
+
+
+class MigrationError(DatabaseError):
+    """A schema migration could not be applied."""
+
+
+class EnqueueError(TickworkError, ValueError):
+    """A job was refused at enqueue because its input is invalid."""
+
+    def __init__(self, field: str, value: Any, reason: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{field} ({value!r}) {reason}")
+
+
+class UnknownTaskError(EnqueueError):
+    """The task name is not registered with the app."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        listing = ", ".join(sorted(known)) or "none registered"
+        super().__init__("task", name, f"is not a registered task (known: {listing})")
+
+
+class TaskDefinitionError(TickworkError, ValueError):
+    """A task was registered with invalid options."""
+
+
+class JobNotFoundError(TickworkError, LookupError):
+    """No job has the given id."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id} does not exist")
+
+
+class JobStateError(TickworkError):
+    """The operation is not allowed from the job's current state."""
+
+    def __init__(self, job_id: int, state: str, operation: str, allowed: list[str]) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.operation = operation
+        super().__init__(
+            f"cannot {operation} job {job_id} in state {state}; allowed from: {', '.join(allowed)}"
+        )
+
+
+class TaskTimeout(TickworkError):
+    """An attempt ran longer than its timeout; the attempt counts as failed."""
+
+
+class JobCancelled(TickworkError):
+    """Raised inside a handler (or recorded) when its job's cancel was requested."""

@@ -1,0 +1,1 @@
+"""The job queue: enqueue, rows, retry policy, the watchdog."""

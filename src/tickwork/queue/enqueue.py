@@ -1,0 +1,211 @@
+"""Turning enqueue calls into validated rows, and joining the caller's transaction.
+
+Everything here is pure except the two connection adapters, which only unwrap a caller's
+psycopg or SQLAlchemy object to the underlying psycopg connection; they never begin, commit
+or roll back anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tickwork.config import MAX_MAX_ATTEMPTS, MAX_PRIORITY, MIN_PRIORITY, QUEUE_NAME
+from tickwork.errors import EnqueueError
+
+MAX_UNIQUE_KEY_LENGTH = 512
+DEFAULT_CREATED_BY = "app"
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One job to enqueue with :meth:`App.enqueue_many`; unset options take the task's."""
+
+    task: str
+    """Registered task name."""
+    args: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the task; must be JSON-serialisable."""
+    queue: str | None = None
+    """Queue to put the job on."""
+    priority: int | None = None
+    """Higher runs first, between -100 and 100."""
+    max_attempts: int | None = None
+    """Attempts before dead-lettering."""
+    run_at: datetime | None = None
+    """Earliest start (time-zone aware); now when unset."""
+    timeout: float | None = None
+    """Seconds one attempt may run."""
+    unique_key: str | None = None
+    """Dedupes against jobs with this key that may still run."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """A validated job, ready to insert."""
+
+    queue: str
+    task: str
+    args_json: str
+    priority: int
+    max_attempts: int
+    run_at: datetime | None
+    timeout: float | None
+    unique_key: str | None
+    created_by: str
+
+
+def encode_args(args: Mapping[str, Any]) -> str:
+    """JSON text of the arguments, or an error naming the argument that cannot be encoded."""
+    if not isinstance(args, Mapping):
+        raise EnqueueError("args", args, "must be a mapping of argument names to values")
+    try:
+        return json.dumps(dict(args), allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        for key, value in args.items():
+            try:
+                json.dumps(value, allow_nan=False)
+            except (TypeError, ValueError) as inner:
+                raise EnqueueError(
+                    f"args.{key}", value, f"is not JSON-serialisable: {inner}"
+                ) from None
+        raise EnqueueError("args", args, f"is not JSON-serialisable: {exc}") from None
+
+
+def check_queue(queue: Any) -> str:
+    if not isinstance(queue, str) or not QUEUE_NAME.match(queue):
+        raise EnqueueError("queue", queue, "must be 1-128 characters of letters, digits, _.:-")
+    return queue
+
+
+def check_priority(priority: Any) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise EnqueueError("priority", priority, "must be an integer")
+    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise EnqueueError(
+            "priority", priority, f"must be between {MIN_PRIORITY} and {MAX_PRIORITY}"
+        )
+    return priority
+
+
+def check_max_attempts(max_attempts: Any) -> int:
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
+        raise EnqueueError("max_attempts", max_attempts, "must be an integer")
+    if not 1 <= max_attempts <= MAX_MAX_ATTEMPTS:
+        raise EnqueueError(
+            "max_attempts", max_attempts, f"must be between 1 and {MAX_MAX_ATTEMPTS}"
+        )
+    return max_attempts
+
+
+def check_timeout(timeout: Any) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise EnqueueError("timeout", timeout, "must be a number of seconds or None")
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise EnqueueError("timeout", timeout, "must be a positive, finite number of seconds")
+    return float(timeout)
+
+
+def check_run_at(run_at: Any) -> datetime | None:
+    if run_at is None:
+        return None
+    if not isinstance(run_at, datetime):
+        raise EnqueueError("run_at", run_at, "must be a datetime")
+    if run_at.tzinfo is None or run_at.utcoffset() is None:
+        raise EnqueueError("run_at", run_at, "must be time-zone aware (a naive time is ambiguous)")
+    return run_at
+
+
+def check_unique_key(unique_key: Any) -> str | None:
+    if unique_key is None:
+        return None
+    if not isinstance(unique_key, str) or not unique_key:
+        raise EnqueueError("unique_key", unique_key, "must be a non-empty string or None")
+    if len(unique_key) > MAX_UNIQUE_KEY_LENGTH:
+        raise EnqueueError(
+            "unique_key", unique_key, f"must be at most {MAX_UNIQUE_KEY_LENGTH} characters"
+        )
+    return unique_key
+
+
+def insert_params(rows: Sequence[JobRow]) -> tuple[dict[str, Any], list[int]]:
+    """Parameters of ``job_insert_many`` and, per input row, the index of its result row.
+
+    Rows repeating a ``unique_key`` earlier in the same batch are sent once: a single
+    statement cannot upsert the same key twice, and the later row would dedupe anyway.
+    """
+    sent: list[JobRow] = []
+    position: list[int] = []
+    first_by_key: dict[str, int] = {}
+    for row in rows:
+        if row.unique_key is not None and row.unique_key in first_by_key:
+            position.append(first_by_key[row.unique_key])
+            continue
+        if row.unique_key is not None:
+            first_by_key[row.unique_key] = len(sent)
+        position.append(len(sent))
+        sent.append(row)
+    params = {
+        "queues": [r.queue for r in sent],
+        "tasks": [r.task for r in sent],
+        "args": [r.args_json for r in sent],
+        "priorities": [r.priority for r in sent],
+        "max_attempts": [r.max_attempts for r in sent],
+        "run_ats": [r.run_at for r in sent],
+        "timeouts": [r.timeout for r in sent],
+        "unique_keys": [r.unique_key for r in sent],
+        "created_by": [r.created_by for r in sent],
+    }
+    return params, position
+
+
+def sync_connection(conn: Any) -> psycopg.Connection[Any]:
+    """The psycopg connection behind ``conn`` (psycopg, SQLAlchemy Session or Connection)."""
+    if isinstance(conn, psycopg.Connection):
+        return conn
+    if type(conn).__module__.startswith("sqlalchemy"):
+        if hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # Session
+            conn = conn.connection()
+        driver = getattr(getattr(conn, "connection", None), "driver_connection", None)
+        if isinstance(driver, psycopg.Connection):
+            return driver
+        raise EnqueueError(
+            "conn",
+            conn,
+            "must use the psycopg driver (postgresql+psycopg://) to join its transaction",
+        )
+    raise EnqueueError(
+        "conn", conn, "must be a psycopg Connection or a SQLAlchemy Session/Connection"
+    )
+
+
+async def async_connection(conn: Any) -> psycopg.AsyncConnection[Any]:
+    """The psycopg async connection behind ``conn`` (psycopg, SQLAlchemy AsyncSession or
+    AsyncConnection)."""
+    if isinstance(conn, psycopg.AsyncConnection):
+        return conn
+    if type(conn).__module__.startswith("sqlalchemy"):
+        if hasattr(conn, "get_bind") and hasattr(conn, "connection"):  # AsyncSession
+            conn = await conn.connection()
+        if hasattr(conn, "get_raw_connection"):
+            raw = await conn.get_raw_connection()
+            driver = getattr(raw, "driver_connection", None)
+            if isinstance(driver, psycopg.AsyncConnection):
+                return driver
+        raise EnqueueError(
+            "conn",
+            conn,
+            "must use the async psycopg driver (postgresql+psycopg://) to join its transaction",
+        )
+    raise EnqueueError(
+        "conn",
+        conn,
+        "must be a psycopg AsyncConnection or a SQLAlchemy AsyncSession/AsyncConnection",
+    )

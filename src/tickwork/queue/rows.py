@@ -1,0 +1,72 @@
+"""Rows of the job-path tables decoded into the core types."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tickwork.types import AuditEvent, ErrorInfo, Execution, ExecutionState, Job, JobState
+
+Row = dict[str, Any]
+
+
+def error_info(value: Any) -> ErrorInfo | None:
+    """The ``error`` JSON column as :class:`ErrorInfo`."""
+    if not value:
+        return None
+    return ErrorInfo(
+        type=str(value.get("type", "")),
+        message=str(value.get("message", "")),
+        traceback=str(value.get("traceback", "")),
+    )
+
+
+def job(row: Row) -> Job:
+    """A ``jobs`` row (plus ``error`` and ``duplicate``) as a :class:`Job`."""
+    return Job(
+        id=row["id"],
+        queue=row["queue"],
+        task=row["task"],
+        args=row["args"],
+        state=JobState(row["state"]),
+        priority=row["priority"],
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        run_at=row["run_at"],
+        timeout=row["timeout"],
+        created_at=row["created_at"],
+        created_by=row["created_by"],
+        unique_key=row["unique_key"],
+        result=row["result"],
+        cancel_requested_at=row["cancel_requested_at"],
+        finished_at=row["finished_at"],
+        error=error_info(row.get("error")),
+        duplicate=bool(row.get("duplicate", False)),
+    )
+
+
+def execution(row: Row) -> Execution:
+    """An ``executions`` row as an :class:`Execution`."""
+    return Execution(
+        id=row["id"],
+        job_id=row["job_id"],
+        attempt=row["attempt"],
+        worker_id=row["worker_id"],
+        state=ExecutionState(row["state"]),
+        started_at=row["started_at"],
+        lease_expires_at=row["lease_expires_at"],
+        finished_at=row["finished_at"],
+        error=error_info(row["error"]),
+    )
+
+
+def audit_event(row: Row) -> AuditEvent:
+    """An ``audit_events`` row as an :class:`AuditEvent`."""
+    return AuditEvent(
+        id=row["id"],
+        occurred_at=row["occurred_at"],
+        actor=row["actor"],
+        event_type=row["event_type"],
+        target_type=row["target_type"],
+        target_id=row["target_id"],
+        metadata=row["metadata"],
+    )

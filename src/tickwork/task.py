@@ -1,0 +1,196 @@
+"""Tasks: Python handlers registered with an :class:`~tickwork.App`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from tickwork.config import QUEUE_NAME
+from tickwork.errors import EnqueueError, TaskDefinitionError
+from tickwork.queue.backoff import Backoff, ExponentialBackoff
+from tickwork.queue.enqueue import (
+    DEFAULT_CREATED_BY,
+    JobRow,
+    JobSpec,
+    check_max_attempts,
+    check_priority,
+    check_queue,
+    check_run_at,
+    check_timeout,
+    check_unique_key,
+    encode_args,
+)
+from tickwork.types import Job
+
+if TYPE_CHECKING:
+    from tickwork.app import App
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+RESERVED_ARGUMENTS = frozenset({"conn"})
+"""Keyword names ``defer`` keeps for itself; a task may not take an argument so named."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOptions:
+    """Defaults a task gives its jobs; each may be overridden per job."""
+
+    queue: str
+    priority: int
+    max_attempts: int
+    timeout: float | None
+    backoff: Backoff
+
+
+class Task(Generic[P, R]):
+    """A registered handler. Call it to run it inline; ``defer`` it to enqueue a job."""
+
+    def __init__(
+        self,
+        app: App,
+        fn: Callable[P, R],
+        *,
+        name: str,
+        options: TaskOptions,
+        pass_context: bool,
+    ) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.options = options
+        self.pass_context = pass_context
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self._signature = inspect.signature(fn)
+        clash = RESERVED_ARGUMENTS & set(self._signature.parameters)
+        if clash:
+            raise TaskDefinitionError(
+                f"task {name!r} takes argument(s) {sorted(clash)} reserved by defer()"
+            )
+        if pass_context and not self._signature.parameters:
+            raise TaskDefinitionError(
+                f"task {name!r} has pass_context=True but takes no context argument"
+            )
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} queue={self.options.queue}>"
+
+    def check_args(self, args: Mapping[str, Any]) -> None:
+        """Refuse arguments the handler could not be called with."""
+        try:
+            if self.pass_context:
+                self._signature.bind(None, **args)
+            else:
+                self._signature.bind(**args)
+        except TypeError as exc:
+            raise EnqueueError(
+                "args", dict(args), f"do not fit task {self.name!r}: {exc}"
+            ) from None
+
+    def row(self, spec: JobSpec, created_by: str = DEFAULT_CREATED_BY) -> JobRow:
+        """Validate one job of this task against its options."""
+        self.check_args(spec.args)
+        opts = self.options
+        return JobRow(
+            queue=check_queue(spec.queue if spec.queue is not None else opts.queue),
+            task=self.name,
+            args_json=encode_args(spec.args),
+            priority=check_priority(spec.priority if spec.priority is not None else opts.priority),
+            max_attempts=check_max_attempts(
+                spec.max_attempts if spec.max_attempts is not None else opts.max_attempts
+            ),
+            run_at=check_run_at(spec.run_at),
+            timeout=check_timeout(spec.timeout if spec.timeout is not None else opts.timeout),
+            unique_key=check_unique_key(spec.unique_key),
+            created_by=created_by,
+        )
+
+    def spec(self, **kwargs: Any) -> JobSpec:
+        """A :class:`JobSpec` of this task with these arguments, for ``enqueue_many``."""
+        return JobSpec(task=self.name, args=kwargs)
+
+    def configure(
+        self,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        run_at: datetime | None = None,
+        timeout: float | None = None,
+        unique_key: str | None = None,
+    ) -> Deferrer:
+        """Per-job options: ``task.configure(run_at=...).defer(x=1)``."""
+        return Deferrer(
+            self,
+            JobSpec(
+                task=self.name,
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                run_at=run_at,
+                timeout=timeout,
+                unique_key=unique_key,
+            ),
+        )
+
+    def defer(self, *, conn: Any = None, **kwargs: Any) -> Job:
+        """Enqueue a job now; with ``conn``, inside the caller's open transaction."""
+        return Deferrer(self, JobSpec(task=self.name)).defer(conn=conn, **kwargs)
+
+    async def defer_async(self, *, conn: Any = None, **kwargs: Any) -> Job:
+        """Async :meth:`defer`; ``conn`` may be a psycopg AsyncConnection or AsyncSession."""
+        return await Deferrer(self, JobSpec(task=self.name)).defer_async(conn=conn, **kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class Deferrer:
+    """A task with per-job options fixed, waiting for its arguments."""
+
+    task: Task[Any, Any]
+    spec: JobSpec
+
+    def defer(self, *, conn: Any = None, **kwargs: Any) -> Job:
+        """Enqueue with these options and arguments."""
+        return self.task.app.enqueue_many([replace(self.spec, args=kwargs)], conn=conn)[0]
+
+    async def defer_async(self, *, conn: Any = None, **kwargs: Any) -> Job:
+        """Async :meth:`defer`."""
+        jobs = await self.task.app.enqueue_many_async([replace(self.spec, args=kwargs)], conn=conn)
+        return jobs[0]
+
+
+def task_options(
+    *,
+    queue: str,
+    priority: int,
+    max_attempts: int,
+    timeout: float | None,
+    backoff: Backoff | None,
+    name: str,
+) -> TaskOptions:
+    """Validate a task's options at registration, naming the task and the option."""
+    try:
+        if not QUEUE_NAME.match(queue):
+            check_queue(queue)
+        check_priority(priority)
+        check_max_attempts(max_attempts)
+        check_timeout(timeout)
+    except EnqueueError as exc:
+        raise TaskDefinitionError(f"task {name!r}: {exc}") from None
+    if backoff is not None and not callable(backoff):
+        raise TaskDefinitionError(
+            f"task {name!r}: backoff ({backoff!r}) must be callable (attempt -> seconds)"
+        )
+    return TaskOptions(
+        queue=queue,
+        priority=priority,
+        max_attempts=max_attempts,
+        timeout=timeout,
+        backoff=backoff or ExponentialBackoff(),
+    )

@@ -1,0 +1,146 @@
+"""Core value types: jobs, executions and their states. Imports nothing internal."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+
+class JobState(enum.StrEnum):
+    """Where a job is in its lifecycle."""
+
+    PENDING = "PENDING"
+    """Waiting to be claimed once ``run_at`` has passed."""
+    RUNNING = "RUNNING"
+    """Claimed by a worker; exactly one execution is live."""
+    SUCCEEDED = "SUCCEEDED"
+    """The last attempt returned normally. Terminal."""
+    FAILED = "FAILED"
+    """The last attempt failed and a retry is due at ``run_at`` (backoff)."""
+    CANCELLED = "CANCELLED"
+    """Cancelled while pending, or when a cancel-requested attempt completed. Terminal."""
+    DEAD_LETTER = "DEAD_LETTER"
+    """Attempts exhausted; waits for an operator's manual retry."""
+
+    @property
+    def is_final(self) -> bool:
+        """True when no worker will touch the job again without an operator."""
+        return self in (JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD_LETTER)
+
+
+class ExecutionState(enum.StrEnum):
+    """The outcome of one attempt."""
+
+    RUNNING = "RUNNING"
+    """The attempt holds a lease and is in progress."""
+    SUCCEEDED = "SUCCEEDED"
+    """The handler returned."""
+    FAILED = "FAILED"
+    """The handler raised or exceeded its timeout."""
+    CANCELLED = "CANCELLED"
+    """The handler was interrupted because the job's cancel was requested."""
+    TIMED_OUT = "TIMED_OUT"
+    """The lease expired (worker died or stalled); the watchdog reclaimed the job."""
+    RELEASED = "RELEASED"
+    """The worker shut down before the attempt finished and handed the job back."""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """What went wrong in an attempt."""
+
+    type: str
+    """Qualified exception type name."""
+    message: str
+    """``str()`` of the exception."""
+    traceback: str = ""
+    """Formatted traceback, empty when there is none (for example a lease expiry)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A queued unit of work, as stored in the ``jobs`` table."""
+
+    id: int
+    """Primary key."""
+    queue: str
+    """Queue the job is claimed from."""
+    task: str
+    """Registered task name."""
+    args: dict[str, Any]
+    """Keyword arguments passed to the task."""
+    state: JobState
+    """Lifecycle state."""
+    priority: int
+    """Higher runs first among runnable jobs of a queue."""
+    attempts: int
+    """Attempts started so far."""
+    max_attempts: int
+    """Attempts allowed before the job is dead-lettered."""
+    run_at: datetime
+    """Not claimed before this instant (database clock)."""
+    timeout: float | None
+    """Seconds one attempt may run; ``None`` means no limit."""
+    created_at: datetime
+    """When the job was enqueued."""
+    created_by: str
+    """Who or what enqueued the job."""
+    unique_key: str | None = None
+    """Deduplication key while the job is pending, failed-awaiting-retry or running."""
+    result: Any = None
+    """JSON return value of the succeeding attempt."""
+    cancel_requested_at: datetime | None = None
+    """When a cancel was requested for the running attempt."""
+    finished_at: datetime | None = None
+    """When the job reached SUCCEEDED, CANCELLED or DEAD_LETTER."""
+    error: ErrorInfo | None = None
+    """Error of the most recent failed attempt, if any."""
+    duplicate: bool = False
+    """True when an enqueue returned this existing job because of ``unique_key``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """One attempt of a job; carries the lease."""
+
+    id: int
+    """Primary key."""
+    job_id: int
+    """The job this attempt belongs to."""
+    attempt: int
+    """1-based attempt number."""
+    worker_id: UUID
+    """The worker process that claimed it."""
+    state: ExecutionState
+    """Outcome so far."""
+    started_at: datetime
+    """Claim time (database clock)."""
+    lease_expires_at: datetime
+    """The watchdog reclaims the job after this instant unless the lease is renewed."""
+    finished_at: datetime | None = None
+    """When the attempt's outcome was recorded."""
+    error: ErrorInfo | None = None
+    """Why the attempt did not succeed."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One appended record of who changed what."""
+
+    id: int
+    """Primary key."""
+    occurred_at: datetime
+    """Database time of the change."""
+    actor: str
+    """Who or what caused it (``user:...``, ``worker:<uuid>``, ``watchdog:<uuid>``, ``app``)."""
+    event_type: str
+    """Dotted event name, e.g. ``job.cancelled``."""
+    target_type: str
+    """Kind of object changed, e.g. ``job``."""
+    target_id: str
+    """Its identifier."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Event-specific details."""

@@ -1,0 +1,1 @@
+"""The worker process: claims jobs, runs handlers, renews leases, shuts down gracefully."""

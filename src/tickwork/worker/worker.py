@@ -1,0 +1,634 @@
+"""The worker: claim a batch, run handlers, renew leases, record outcomes (fenced).
+
+Data flow: the claim loop asks ``job_claim`` for as many jobs as it has free slots and starts
+one asyncio task per attempt. Async handlers run on the event loop, sync handlers in a
+bounded thread pool. The lease renewer extends every in-flight lease in one statement per
+interval and learns of cancel requests and lost leases from its answer; the listener wakes
+the claim loop on NOTIFY and forwards cancel requests at once. The outcome of an attempt is
+written by ``job_complete_many``, which changes nothing if the attempt is no longer live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import json
+import logging
+import os
+import random
+import socket
+import traceback
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+from pydantic import ValidationError
+
+from tickwork.config import WorkerSettings
+from tickwork.db.database import Row, fetch_async
+from tickwork.errors import ConfigError, JobCancelled, TaskTimeout
+from tickwork.queue import rows as decode
+from tickwork.queue.backoff import retry_delay
+from tickwork.queue.watchdog import Watchdog
+from tickwork.types import ErrorInfo, ExecutionState, Job, JobState
+from tickwork.worker.context import JobContext
+
+if TYPE_CHECKING:
+    from tickwork.app import App
+
+log = logging.getLogger("tickwork.worker")
+
+COMPLETE_RETRY_FIRST_DELAY = 0.1
+"""First pause before retrying an outcome write the database refused (doubles each time)."""
+RECONNECT_MAX_DELAY = 5.0
+"""Longest pause between attempts to re-open the listen connection."""
+SHUTDOWN_SETTLE_TIMEOUT = 2.0
+"""After the grace period, how long interrupted attempts get to unwind before release."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one attempt ended, as this worker saw and recorded it."""
+
+    job_id: int
+    """The job."""
+    execution_id: int
+    """The attempt."""
+    task: str
+    """The task name."""
+    execution_state: ExecutionState
+    """The attempt's outcome (RELEASED when handed back at shutdown)."""
+    job_state: JobState | None
+    """The job's state after recording; None when the write was fenced off."""
+    error: ErrorInfo | None = None
+    """Why the attempt did not succeed."""
+
+    @property
+    def fenced(self) -> bool:
+        """True when the attempt was no longer live, so its outcome was not recorded."""
+        return self.job_state is None
+
+
+@dataclass(frozen=True, slots=True)
+class RunOnceResult:
+    """What one :meth:`Worker.run_once` did."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    """One entry per attempt claimed."""
+
+    @property
+    def claimed(self) -> int:
+        """Number of jobs claimed."""
+        return len(self.outcomes)
+
+
+@dataclass(slots=True)
+class _Running:
+    job: Job
+    execution_id: int
+    ctx: JobContext
+    handler: asyncio.Future[Any] | None = None
+    runner: asyncio.Task[Outcome] | None = None
+    interrupt: str | None = None  # "cancel" | "lease_lost" | "shutdown"
+    is_async: bool = False
+
+
+class Worker:
+    """Claims jobs from ``queues`` and runs up to ``concurrency`` of them at once."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        queues: list[str] | None = None,
+        concurrency: int | None = None,
+        poll_interval: float | None = None,
+        lease_ttl: float | None = None,
+        lease_renew_interval: float | None = None,
+        watchdog_interval: float | None = None,
+        watchdog_batch: int | None = None,
+        shutdown_grace: float | None = None,
+        run_watchdog: bool = True,
+        on_finished: Callable[[Outcome], None] | None = None,
+    ) -> None:
+        given = {
+            "queues": queues,
+            "concurrency": concurrency,
+            "poll_interval": poll_interval,
+            "lease_ttl": lease_ttl,
+            "lease_renew_interval": lease_renew_interval,
+            "watchdog_interval": watchdog_interval,
+            "watchdog_batch": watchdog_batch,
+            "shutdown_grace": shutdown_grace,
+        }
+        merged = app.settings.worker.model_dump() | {
+            k: v for k, v in given.items() if v is not None
+        }
+        try:
+            self.settings = WorkerSettings.model_validate(merged)
+        except ValidationError as exc:
+            details = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            raise ConfigError(f"invalid worker options: {details}") from None
+        self.app = app
+        self.id = uuid.uuid4()
+        self.actor = f"worker:{self.id}"
+        self.run_watchdog = run_watchdog
+        self.on_finished = on_finished
+        self.statements = app.db.statements
+        self._inflight: dict[int, _Running] = {}
+        self._pool: AsyncConnectionPool[Any] | None = None
+        self._threads: ThreadPoolExecutor | None = None
+        self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._background: list[asyncio.Task[None]] = []
+        self._capacity_bound = False
+        self.watchdog: Watchdog | None = None
+
+    @property
+    def queues(self) -> list[str]:
+        """Queues this worker claims from."""
+        return self.settings.queues
+
+    @property
+    def concurrency(self) -> int:
+        """Most attempts running at once."""
+        return self.settings.concurrency
+
+    @property
+    def in_flight(self) -> int:
+        """Attempts running now."""
+        return len(self._inflight)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def __aenter__(self) -> Worker:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        """Open the pool and register this worker; no jobs are claimed yet."""
+        if self._pool is not None:
+            return
+        url = await asyncio.to_thread(lambda: self.app.db.url)
+        self._url = url
+        self._pool = AsyncConnectionPool(
+            url,
+            min_size=1,
+            max_size=min(self.concurrency, 8) + 3,
+            kwargs={"autocommit": True},
+            open=False,
+            name=f"tickwork-worker-{self.id}",
+        )
+        await self._pool.open(wait=True)
+        self._threads = ThreadPoolExecutor(
+            max_workers=self.concurrency, thread_name_prefix="tickwork-task"
+        )
+        self.watchdog = Watchdog(
+            self._pool,
+            self.statements,
+            actor=f"watchdog:{self.id}",
+            interval=self.settings.watchdog_interval,
+            batch=self.settings.watchdog_batch,
+        )
+        await self._execute(
+            "worker_register",
+            {
+                "id": self.id,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "queues": self.queues,
+                "concurrency": self.concurrency,
+            },
+        )
+        log.info(
+            "worker started",
+            extra={
+                "worker_id": str(self.id),
+                "queues": ",".join(self.queues),
+                "concurrency": self.concurrency,
+            },
+        )
+
+    async def close(self) -> None:
+        """Mark this worker stopped and close its pool."""
+        if self._pool is None:
+            return
+        try:
+            await self._execute("worker_stop", {"id": self.id})
+        except psycopg.Error as exc:
+            log.warning("could not mark worker stopped", extra={"error": str(exc)})
+        await self._pool.close()
+        self._pool = None
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
+        log.info("worker stopped", extra={"worker_id": str(self.id)})
+
+    def request_stop(self, *, immediate: bool = False) -> None:
+        """Stop claiming; in-flight attempts get the grace period (none if ``immediate``)."""
+        if immediate:
+            self.settings = self.settings.model_copy(update={"shutdown_grace": 0.0})
+        self._stop.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Claim and run jobs until :meth:`request_stop`; then shut down gracefully."""
+        await self.open()
+        self._background = [
+            asyncio.create_task(self._listen_loop(), name="tickwork-listen"),
+            asyncio.create_task(self._renew_loop(), name="tickwork-renew"),
+        ]
+        if self.run_watchdog and self.watchdog is not None:
+            self._background.append(
+                asyncio.create_task(self._watchdog_loop(), name="tickwork-watchdog")
+            )
+        try:
+            await self._claim_loop()
+        finally:
+            await self._drain()
+            for task in self._background:
+                task.cancel()
+            await asyncio.gather(*self._background, return_exceptions=True)
+            self._background = []
+            await self.close()
+
+    async def run_once(self) -> RunOnceResult:
+        """Claim up to ``concurrency`` jobs, run them all to the end, record the outcomes."""
+        await self.open()
+        claimed = await self._claim(self.concurrency)
+        outcomes = await asyncio.gather(*(self._start(row) for row in claimed))
+        return RunOnceResult(list(outcomes))
+
+    # -- claiming -----------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            free = self.concurrency - len(self._inflight)
+            claimed: list[Row] = []
+            if free > 0:
+                try:
+                    claimed = await self._claim(free)
+                except (psycopg.Error, OSError) as exc:
+                    log.error(
+                        "claim failed; retrying after the poll interval", extra={"error": str(exc)}
+                    )
+                for row in claimed:
+                    self._start(row)
+            self._capacity_bound = free == 0 or len(claimed) == free
+            if free > 0 and claimed and len(claimed) == free:
+                continue  # the queue may hold more; claim again at once if slots free up
+            if self._stop.is_set():
+                break
+            try:
+                await asyncio.wait_for(self._wake.wait(), self._poll_delay())
+            except TimeoutError:
+                pass
+
+    def _poll_delay(self) -> float:
+        return self.settings.poll_interval * random.uniform(0.9, 1.1)
+
+    async def _claim(self, limit: int) -> list[Row]:
+        return await self._execute(
+            "job_claim",
+            {
+                "queues": self.queues,
+                "limit": limit,
+                "worker_id": self.id,
+                "lease_ttl": self.settings.lease_ttl,
+            },
+        )
+
+    def _start(self, row: Row) -> asyncio.Task[Outcome]:
+        job = decode.job(row)
+        execution_id: int = row["execution_id"]
+        task = self.app.tasks.get(job.task)
+        running = _Running(
+            job=job,
+            execution_id=execution_id,
+            ctx=JobContext(job=job, execution_id=execution_id, worker_id=self.id),
+            is_async=task is not None and task.is_async,
+        )
+        self._inflight[execution_id] = running
+        running.runner = asyncio.create_task(self._attempt(running), name=f"tickwork-job-{job.id}")
+        return running.runner
+
+    # -- running one attempt ------------------------------------------------------------
+
+    async def _attempt(self, running: _Running) -> Outcome:
+        job = running.job
+        fields = {
+            "job_id": job.id,
+            "execution_id": running.execution_id,
+            "task": job.task,
+            "queue": job.queue,
+            "attempt": job.attempts,
+        }
+        log.debug("attempt started", extra=fields)
+        try:
+            state, result_json, error = await self._invoke(running)
+            if running.interrupt == "shutdown":
+                # handed back by _drain with execution_release_many, not recorded here
+                return Outcome(
+                    job.id, running.execution_id, job.task, ExecutionState.RELEASED, None, error
+                )
+            # Even after a lost lease the write is attempted: the statement fences it off.
+            outcome = await self._record(running, state, result_json, error)
+        finally:
+            if running.interrupt != "shutdown":
+                self._inflight.pop(running.execution_id, None)
+                if self._capacity_bound:
+                    self._wake.set()
+        level = (
+            logging.INFO if outcome.execution_state is ExecutionState.SUCCEEDED else logging.WARNING
+        )
+        log.log(
+            level,
+            "attempt finished",
+            extra=fields
+            | {
+                "outcome": outcome.execution_state.value,
+                "job_state": outcome.job_state.value if outcome.job_state else "FENCED",
+            },
+        )
+        if self.on_finished is not None:
+            self.on_finished(outcome)
+        return outcome
+
+    async def _invoke(
+        self, running: _Running
+    ) -> tuple[ExecutionState, str | None, ErrorInfo | None]:
+        job = running.job
+        task = self.app.tasks.get(job.task)
+        if task is None:
+            return (
+                ExecutionState.FAILED,
+                None,
+                ErrorInfo(
+                    "tickwork.UnknownTask",
+                    f"no task named {job.task!r} is registered in this worker",
+                ),
+            )
+        args: tuple[Any, ...] = (running.ctx,) if task.pass_context else ()
+        loop = asyncio.get_running_loop()
+        if task.is_async:
+            running.handler = asyncio.ensure_future(task.fn(*args, **job.args))
+        else:
+            call = functools.partial(contextvars.copy_context().run, task.fn, *args, **job.args)
+            running.handler = loop.run_in_executor(self._threads, call)
+        handler = running.handler
+        try:
+            done, _ = await asyncio.wait({handler}, timeout=job.timeout)
+        except asyncio.CancelledError:
+            handler.cancel()
+            raise
+        if not done:
+            running.ctx._cancel.set()  # a sync handler that polls the context can stop early
+            handler.cancel()
+            handler.add_done_callback(_consume)
+            return (
+                ExecutionState.FAILED,
+                None,
+                ErrorInfo(
+                    "tickwork.TaskTimeout", f"attempt exceeded its timeout of {job.timeout}s"
+                ),
+            )
+        if handler.cancelled():
+            if running.interrupt == "cancel":
+                return (
+                    ExecutionState.CANCELLED,
+                    None,
+                    ErrorInfo("tickwork.JobCancelled", f"job {job.id} was cancelled while running"),
+                )
+            return (
+                ExecutionState.FAILED,
+                None,
+                ErrorInfo("asyncio.CancelledError", "the handler was cancelled"),
+            )
+        exc = handler.exception()
+        if exc is not None:
+            if isinstance(exc, JobCancelled) and running.ctx.cancel_requested:
+                return ExecutionState.CANCELLED, None, _error(exc)
+            if isinstance(exc, TaskTimeout | TimeoutError):
+                return ExecutionState.FAILED, None, _error(exc)
+            return ExecutionState.FAILED, None, _error(exc)
+        try:
+            return ExecutionState.SUCCEEDED, json.dumps(handler.result(), allow_nan=False), None
+        except (TypeError, ValueError) as bad:
+            return (
+                ExecutionState.FAILED,
+                None,
+                ErrorInfo(
+                    "tickwork.ResultNotSerialisable",
+                    f"the task's return value is not JSON-serialisable: {bad}",
+                ),
+            )
+
+    async def _record(
+        self,
+        running: _Running,
+        state: ExecutionState,
+        result_json: str | None,
+        error: ErrorInfo | None,
+    ) -> Outcome:
+        job = running.job
+        task = self.app.tasks.get(job.task)
+        delay = 0.0
+        if state is ExecutionState.FAILED:
+            delay = retry_delay(task.options.backoff, job.attempts) if task else 0.0
+        params = {
+            "execution_ids": [running.execution_id],
+            "outcomes": [state.value],
+            "results": [result_json],
+            "errors": [json.dumps(_error_json(error)) if error else None],
+            "retry_delays": [delay],
+        }
+        found = await self._execute_with_retry("job_complete_many", params)
+        if not found:
+            log.warning(
+                "attempt was fenced off: its execution is no longer live",
+                extra={"job_id": job.id, "execution_id": running.execution_id},
+            )
+            return Outcome(job.id, running.execution_id, job.task, state, None, error)
+        return Outcome(
+            job.id, running.execution_id, job.task, state, JobState(found[0]["state"]), error
+        )
+
+    # -- leases, cancels, wake-ups ------------------------------------------------------
+
+    async def renew_leases(self) -> None:
+        """Extend the leases of every in-flight attempt; react to cancels and lost leases."""
+        await self._execute("worker_heartbeat", {"id": self.id})
+        ids = list(self._inflight)
+        if not ids:
+            return
+        found = await self._execute(
+            "execution_renew_leases",
+            {"execution_ids": ids, "lease_ttl": self.settings.lease_ttl},
+        )
+        alive = {row["id"]: row["cancel_requested"] for row in found}
+        for execution_id in ids:
+            running = self._inflight.get(execution_id)
+            if running is None or (running.runner is not None and running.runner.done()):
+                continue
+            if execution_id not in alive:
+                if running.handler is not None and running.handler.done():
+                    continue  # finished; its outcome write is what changed the state
+                self._interrupt(running, "lease_lost")
+            elif alive[execution_id]:
+                self._interrupt(running, "cancel")
+
+    def _interrupt(self, running: _Running, reason: str) -> None:
+        if running.interrupt is not None:
+            return
+        running.interrupt = reason
+        running.ctx._cancel.set()
+        log.info(
+            "interrupting attempt",
+            extra={
+                "job_id": running.job.id,
+                "execution_id": running.execution_id,
+                "reason": reason,
+            },
+        )
+        # Async handlers get CancelledError at their next await (they may catch it and
+        # finish); a sync handler cannot be interrupted and learns it from its context.
+        if running.handler is not None and (running.is_async or reason == "shutdown"):
+            running.handler.cancel()
+
+    def _on_notify(self, channel: str, payload: str) -> None:
+        if channel == self._channels[0]:
+            if payload in self.queues:
+                self._wake.set()
+        elif payload.startswith("cancel:"):
+            try:
+                job_id = int(payload.removeprefix("cancel:"))
+            except ValueError:
+                return
+            for running in list(self._inflight.values()):
+                if running.job.id == job_id:
+                    self._interrupt(running, "cancel")
+
+    @property
+    def _channels(self) -> tuple[str, str]:
+        return self.statements.channel("jobs"), self.statements.channel("control")
+
+    async def _listen_loop(self) -> None:
+        delay = COMPLETE_RETRY_FIRST_DELAY
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+                async with conn:
+                    for channel in self._channels:
+                        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    self._wake.set()  # notifications sent while disconnected are lost
+                    delay = COMPLETE_RETRY_FIRST_DELAY
+                    async for note in conn.notifies():
+                        self._on_notify(note.channel, note.payload)
+            except (psycopg.Error, OSError) as exc:
+                log.warning("listen connection lost; reconnecting", extra={"error": str(exc)})
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_DELAY)
+
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_renew_interval)
+            try:
+                await self.renew_leases()
+            except (psycopg.Error, OSError) as exc:
+                log.error("lease renewal failed", extra={"error": str(exc)})
+
+    async def _watchdog_loop(self) -> None:
+        assert self.watchdog is not None
+        await self.watchdog.run(asyncio.Event())
+
+    # -- shutdown -----------------------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Let in-flight attempts finish within the grace period, then release the rest."""
+        runners = [r.runner for r in self._inflight.values() if r.runner is not None]
+        if runners:
+            log.info(
+                "waiting for in-flight attempts",
+                extra={"in_flight": len(runners), "grace": self.settings.shutdown_grace},
+            )
+            await asyncio.wait(
+                runners,
+                timeout=self.settings.shutdown_grace or None
+                if self.settings.shutdown_grace > 0
+                else 0.001,
+            )
+        left = list(self._inflight.values())
+        if not left:
+            return
+        for running in left:
+            self._interrupt(running, "shutdown")
+        settling = [r.runner for r in left if r.runner is not None and not r.runner.done()]
+        if settling:
+            await asyncio.wait(settling, timeout=SHUTDOWN_SETTLE_TIMEOUT)
+        ids = [r.execution_id for r in left]
+        released = await self._execute_with_retry("execution_release_many", {"execution_ids": ids})
+        for running in left:
+            self._inflight.pop(running.execution_id, None)
+            if running.runner is not None and not running.runner.done():
+                running.runner.cancel()
+        log.warning(
+            "released unfinished attempts at shutdown",
+            extra={"released": len(released), "in_flight": len(ids)},
+        )
+
+    # -- database -----------------------------------------------------------------------
+
+    async def _execute(self, name: str, params: dict[str, Any]) -> list[Row]:
+        assert self._pool is not None, "worker is not open"
+        async with self._pool.connection() as conn:
+            return await fetch_async(conn, self.statements[name], params)
+
+    async def _execute_with_retry(self, name: str, params: dict[str, Any]) -> list[Row]:
+        # An outcome must not be lost to a brief outage. Retry for about one lease TTL; after
+        # that the watchdog reclaims the attempt anyway and a late write would be fenced.
+        delay = COMPLETE_RETRY_FIRST_DELAY
+        waited = 0.0
+        while True:
+            try:
+                return await self._execute(name, params)
+            except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as exc:
+                if waited >= self.settings.lease_ttl:
+                    raise
+                log.warning(
+                    "database unavailable; retrying",
+                    extra={"statement": name, "error": str(exc), "retry_in": delay},
+                )
+                await asyncio.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, RECONNECT_MAX_DELAY)
+
+
+def _error(exc: BaseException) -> ErrorInfo:
+    kind = type(exc)
+    module = kind.__module__
+    name = kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+    if module.startswith("tickwork"):
+        name = f"tickwork.{kind.__qualname__}"
+    return ErrorInfo(
+        type=name,
+        message=str(exc),
+        traceback="".join(traceback.format_exception(exc)),
+    )
+
+
+def _error_json(error: ErrorInfo) -> dict[str, str]:
+    return {"type": error.type, "message": error.message, "traceback": error.traceback}
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # mark retrieved: a timed-out handler's late error is not news
