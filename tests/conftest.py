@@ -6,15 +6,19 @@ it at the end; each test starts from empty tables.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
-from tickwork import App
+from tickwork import App, Outcome, Worker
 
 TABLES = ("audit_events", "executions", "jobs", "workers")
 
@@ -69,3 +73,49 @@ def sql(database_url: str, schema: str) -> Iterator[psycopg.Connection[tuple[obj
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(f"SET search_path TO {schema}")
         yield conn
+
+
+class Outcomes:
+    """Collects a worker's outcomes (its ``on_finished`` hook) so tests can await them."""
+
+    HANG_GUARD = 60.0  # not a timing assertion: only stops a broken test from hanging
+
+    def __init__(self) -> None:
+        self.seen: list[Outcome] = []
+        self._queue: asyncio.Queue[Outcome] = asyncio.Queue()
+
+    def __call__(self, outcome: Outcome) -> None:
+        self.seen.append(outcome)
+        self._queue.put_nowait(outcome)
+
+    async def next(self) -> Outcome:
+        return await asyncio.wait_for(self._queue.get(), self.HANG_GUARD)
+
+    async def for_job(self, job_id: int, *, final: bool = True) -> Outcome:
+        """The next outcome of ``job_id`` (a final one unless ``final`` is False)."""
+        while True:
+            outcome = await self.next()
+            if outcome.job_id != job_id:
+                continue
+            if not final or (outcome.job_state is not None and outcome.job_state.is_final):
+                return outcome
+
+
+@pytest.fixture
+def background() -> Callable[..., AbstractAsyncContextManager[tuple[Worker, Outcomes]]]:
+    """``async with background(app, **options) as (worker, outcomes)``: a running worker."""
+
+    @contextlib.asynccontextmanager
+    async def start(app: App, **options: Any) -> AsyncIterator[tuple[Worker, Outcomes]]:
+        outcomes = Outcomes()
+        options.setdefault("poll_interval", 0.05)
+        worker = app.worker(on_finished=outcomes, **options)
+        task = asyncio.create_task(worker.run())
+        try:
+            await asyncio.wait_for(worker.listening.wait(), Outcomes.HANG_GUARD)
+            yield worker, outcomes
+        finally:
+            worker.request_stop()
+            await asyncio.wait_for(task, Outcomes.HANG_GUARD)
+
+    return start

@@ -160,15 +160,16 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from None
+        raise ConfigError("invalid configuration: " + describe(exc)) from None
     except ValueError as exc:  # TOML syntax errors and similar
         raise ConfigError(f"configuration could not be read: {exc}") from None
 
 
-def _describe(exc: ValidationError) -> str:
+def describe(exc: ValidationError, prefix: str = "") -> str:
+    """One line per error: ``field (value): message``; secrets are never echoed."""
     lines = []
     for error in exc.errors():
-        loc = ".".join(str(part) for part in error["loc"])
+        loc = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
         message = error["msg"].removeprefix("Value error, ")
         if loc and not isinstance(error.get("input"), dict):
             value = error.get("input")
@@ -177,4 +178,4 @@ def _describe(exc: ValidationError) -> str:
             lines.append(f"{loc} ({value!r}): {message}")
         else:
             lines.append(message)
-    return "invalid configuration: " + "; ".join(lines)
+    return "; ".join(lines)

@@ -30,7 +30,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
 
-from tickwork.config import WorkerSettings
+from tickwork.config import WorkerSettings, describe
 from tickwork.db.database import Row, fetch_async
 from tickwork.errors import ConfigError, JobCancelled, TaskTimeout
 from tickwork.queue import rows as decode
@@ -133,8 +133,7 @@ class Worker:
         try:
             self.settings = WorkerSettings.model_validate(merged)
         except ValidationError as exc:
-            details = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
-            raise ConfigError(f"invalid worker options: {details}") from None
+            raise ConfigError("invalid worker options: " + describe(exc, "worker")) from None
         self.app = app
         self.id = uuid.uuid4()
         self.actor = f"worker:{self.id}"
@@ -149,6 +148,8 @@ class Worker:
         self._background: list[asyncio.Task[None]] = []
         self._capacity_bound = False
         self.watchdog: Watchdog | None = None
+        self.listening = asyncio.Event()
+        """Set while the LISTEN connection is up (cleared when it drops)."""
 
     @property
     def queues(self) -> list[str]:
@@ -525,16 +526,20 @@ class Worker:
         delay = COMPLETE_RETRY_FIRST_DELAY
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+                conn = await psycopg.AsyncConnection.connect(
+                    self._url, autocommit=True, application_name=f"tickwork-listen-{self.id}"
+                )
                 async with conn:
                     for channel in self._channels:
                         await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                     self._wake.set()  # notifications sent while disconnected are lost
+                    self.listening.set()
                     delay = COMPLETE_RETRY_FIRST_DELAY
                     async for note in conn.notifies():
                         self._on_notify(note.channel, note.payload)
             except (psycopg.Error, OSError) as exc:
                 log.warning("listen connection lost; reconnecting", extra={"error": str(exc)})
+            self.listening.clear()
             await asyncio.sleep(delay)
             delay = min(delay * 2, RECONNECT_MAX_DELAY)
 

@@ -1,0 +1,187 @@
+"""The worker loop: wake-ups by NOTIFY, reconnecting, concurrency, shutdown, registration."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from tickwork import App, ConfigError, ExecutionState, JobContext, JobState
+
+NEVER = 3600.0  # a poll interval no test lives to see: only NOTIFY can wake the worker
+
+
+async def test_notify_wakes_an_idle_worker(app: App, background: Any) -> None:
+    @app.task
+    def ping() -> str:
+        return "pong"
+
+    async with background(app, poll_interval=NEVER) as (_, outcomes):
+        # the worker has claimed once at start and is now idle until a notification
+        job = await ping.defer_async()
+        outcome = await outcomes.for_job(job.id)
+    assert outcome.job_state is JobState.SUCCEEDED
+
+
+async def test_notification_from_a_committed_caller_transaction(
+    app: App, background: Any, database_url: str
+) -> None:
+    @app.task
+    def ping() -> None:
+        pass
+
+    async with background(app, poll_interval=NEVER) as (_, outcomes):
+        async with await psycopg.AsyncConnection.connect(database_url) as conn:
+            job = await ping.defer_async(conn=conn)
+            await conn.commit()  # the notification is delivered at commit
+        outcome = await outcomes.for_job(job.id)
+    assert outcome.job_state is JobState.SUCCEEDED
+
+
+async def test_listener_reconnects_after_its_connection_is_killed(
+    app: App, background: Any, sql: psycopg.Connection[Any]
+) -> None:
+    @app.task
+    def ping() -> None:
+        pass
+
+    async with background(app, poll_interval=NEVER) as (worker, outcomes):
+        killed = sql.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            [f"tickwork-listen-{worker.id}"],
+        ).fetchall()
+        assert killed == [(True,)]
+        # The loop was blocked by the sync call above, so the listener cannot have noticed
+        # yet: a fresh event is set only by the reconnect.
+        worker.listening = asyncio.Event()
+        await asyncio.wait_for(worker.listening.wait(), outcomes.HANG_GUARD)
+        job = await ping.defer_async()
+        outcome = await outcomes.for_job(job.id)
+    assert outcome.job_state is JobState.SUCCEEDED
+
+
+async def test_poll_interval_is_the_fallback_when_no_notification_comes(
+    app: App, background: Any, sql: psycopg.Connection[Any]
+) -> None:
+    @app.task
+    def ping() -> None:
+        pass
+
+    async with background(app, poll_interval=0.05) as (_, outcomes):
+        # a row inserted behind tickwork's back sends no NOTIFY; polling still finds it
+        sql.execute(
+            "INSERT INTO jobs (queue, task, max_attempts, created_by) VALUES"
+            " ('default', %s, 1, 'psql')",
+            [ping.name],
+        )
+        outcome = await outcomes.next()
+    assert outcome.job_state is JobState.SUCCEEDED
+
+
+async def test_concurrency_bounds_attempts_in_flight(app: App, background: Any) -> None:
+    gate = threading.Event()
+    three_running = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    peak = 0
+    current = 0
+    lock = threading.Lock()
+
+    @app.task
+    def busy() -> None:
+        nonlocal peak, current
+        with lock:
+            current += 1
+            peak = max(peak, current)
+            if current == 3:
+                loop.call_soon_threadsafe(three_running.set)
+        gate.wait(60)
+        with lock:
+            current -= 1
+
+    jobs = app.enqueue_many([busy.spec() for _ in range(9)])
+    async with background(app, concurrency=3) as (worker, outcomes):
+        await asyncio.wait_for(three_running.wait(), outcomes.HANG_GUARD)
+        assert worker.in_flight == 3
+        running = [j for j in jobs if app.get_job(j.id).state is JobState.RUNNING]
+        assert len(running) == 3
+        gate.set()
+        for _ in jobs:
+            await outcomes.next()
+    assert peak == 3
+    assert {app.get_job(j.id).state for j in jobs} == {JobState.SUCCEEDED}
+
+
+async def test_stop_releases_unfinished_attempts_back_to_pending(app: App, background: Any) -> None:
+    started_async = asyncio.Event()
+    started_sync = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    @app.task
+    async def endless_async() -> None:
+        started_async.set()
+        await asyncio.Event().wait()
+
+    @app.task(pass_context=True)
+    def endless_sync(ctx: JobContext) -> None:
+        loop.call_soon_threadsafe(started_sync.set)
+        ctx.wait_for_cancel(60)  # stops when the worker gives up on it
+
+    a = await endless_async.defer_async()
+    s = await endless_sync.defer_async()
+    async with background(app, shutdown_grace=0.0) as (worker, outcomes):
+        await asyncio.wait_for(started_async.wait(), outcomes.HANG_GUARD)
+        await asyncio.wait_for(started_sync.wait(), outcomes.HANG_GUARD)
+        assert worker.in_flight == 2
+    for job in (a, s):
+        back = app.get_job(job.id)
+        assert back.state is JobState.PENDING
+        assert back.attempts == 0  # a released attempt does not count
+        [execution] = app.list_executions(job.id)
+        assert execution.state is ExecutionState.RELEASED
+        assert [e.event_type for e in app.audit_events(job.id)] == ["job.released"]
+
+
+async def test_stop_waits_for_attempts_that_finish_within_the_grace_period(
+    app: App, background: Any
+) -> None:
+    started = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    finish = threading.Event()
+
+    @app.task
+    def short() -> str:
+        loop.call_soon_threadsafe(started.set)
+        finish.wait(60)
+        return "finished"
+
+    job = short.defer()
+    async with background(app, shutdown_grace=60.0) as (worker, outcomes):
+        await asyncio.wait_for(started.wait(), outcomes.HANG_GUARD)
+        worker.request_stop()  # stop claiming; the attempt may finish
+        finish.set()
+    done = app.get_job(job.id)
+    assert done.state is JobState.SUCCEEDED and done.result == "finished"
+
+
+async def test_worker_registers_and_marks_itself_stopped(
+    app: App, sql: psycopg.Connection[Any]
+) -> None:
+    async with app.worker(queues=["a", "b"], concurrency=3) as worker:
+        row = sql.execute(
+            "SELECT queues, concurrency, stopped_at FROM workers WHERE id = %s", [worker.id]
+        ).fetchone()
+        assert row == (["a", "b"], 3, None)
+    stopped = sql.execute("SELECT stopped_at FROM workers WHERE id = %s", [worker.id]).fetchone()
+    assert stopped is not None and stopped[0] is not None
+
+
+def test_worker_options_are_validated(app: App) -> None:
+    with pytest.raises(ConfigError, match=r"lease_ttl \(5.0s\) must be greater"):
+        app.worker(lease_ttl=5, lease_renew_interval=10)
+    with pytest.raises(ConfigError, match="concurrency"):
+        app.worker(concurrency=0)
+    with pytest.raises(ConfigError, match=r"worker\.queues"):
+        app.worker(queues=["bad queue!"])
