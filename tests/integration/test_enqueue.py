@@ -1,0 +1,182 @@
+"""Enqueue: validation, defaults, unique keys, batches."""
+
+from __future__ import annotations
+
+import math
+import threading
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import pytest
+
+from tickwork import App, EnqueueError, JobSpec, JobState, UnknownTaskError
+
+
+@pytest.fixture
+def tasks(app: App) -> App:
+    @app.task(name="mail.send", queue="mail", priority=5, max_attempts=7, timeout=12.5)
+    def send(to: str, cc: list[str] | None = None) -> None:
+        pass
+
+    @app.task(name="plain")
+    def plain(n: int = 0) -> None:
+        pass
+
+    return app
+
+
+def test_task_options_become_job_defaults_and_can_be_overridden(tasks: App) -> None:
+    job = tasks.enqueue("mail.send", {"to": "a@b.c"})
+    assert (job.queue, job.priority, job.max_attempts, job.timeout) == ("mail", 5, 7, 12.5)
+    assert job.args == {"to": "a@b.c"}
+    assert job.created_by == "app"
+    other = tasks.enqueue(
+        "mail.send",
+        {"to": "x@y.z"},
+        queue="bulk",
+        priority=-3,
+        max_attempts=1,
+        timeout=1,
+        created_by="user:ops",
+    )
+    assert (other.queue, other.priority, other.max_attempts, other.timeout) == (
+        "bulk",
+        -3,
+        1,
+        1.0,
+    )
+    assert other.created_by == "user:ops"
+    assert tasks.get_job(other.id) == other
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "fragment"),
+    [
+        ({"priority": 101}, "priority", "between -100 and 100"),
+        ({"priority": True}, "priority", "must be an integer"),
+        ({"priority": 1.5}, "priority", "must be an integer"),
+        ({"max_attempts": 0}, "max_attempts", "between 1 and"),
+        ({"timeout": -1}, "timeout", "positive"),
+        ({"timeout": math.inf}, "timeout", "finite"),
+        ({"run_at": datetime(2030, 1, 1)}, "run_at", "time-zone aware"),
+        ({"run_at": "tomorrow"}, "run_at", "must be a datetime"),
+        ({"queue": "no spaces"}, "queue", "letters, digits"),
+        ({"unique_key": ""}, "unique_key", "non-empty"),
+    ],
+)
+def test_bad_options_are_refused_naming_field_and_value(
+    tasks: App, options: dict[str, Any], field: str, fragment: str
+) -> None:
+    with pytest.raises(EnqueueError) as raised:
+        tasks.enqueue("plain", {}, **options)
+    assert raised.value.field == field
+    message = str(raised.value)
+    assert message.startswith(f"{field} ({options[field]!r})")
+    assert fragment in message
+
+
+def test_unknown_task_is_refused_listing_the_known_ones(tasks: App) -> None:
+    with pytest.raises(UnknownTaskError, match=r"task \('mail.sned'\) is not a registered task"):
+        tasks.enqueue("mail.sned", {"to": "a"})
+    with pytest.raises(UnknownTaskError, match=r"known: mail\.send, plain"):
+        tasks.enqueue("nope")
+
+
+def test_arguments_must_fit_the_handler_and_be_json(tasks: App) -> None:
+    with pytest.raises(EnqueueError, match="missing a required argument: 'to'"):
+        tasks.enqueue("mail.send", {})
+    with pytest.raises(EnqueueError, match="unexpected keyword argument 'bcc'"):
+        tasks.enqueue("mail.send", {"to": "a", "bcc": "b"})
+    with pytest.raises(EnqueueError) as raised:
+        tasks.enqueue("mail.send", {"to": "a", "cc": Decimal("1.5")})
+    assert raised.value.field == "args.cc"
+    assert "not JSON-serialisable" in str(raised.value)
+    with pytest.raises(EnqueueError, match=r"args\.n \(nan\)"):
+        tasks.enqueue("plain", {"n": math.nan})
+
+
+def test_refused_enqueue_writes_nothing(tasks: App, sql: psycopg.Connection[Any]) -> None:
+    with pytest.raises(EnqueueError):
+        tasks.enqueue_many([JobSpec("plain"), JobSpec("plain", priority=1000)])
+    assert sql.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+
+
+def test_unique_key_returns_the_existing_job_while_it_may_run(tasks: App) -> None:
+    first = tasks.enqueue("plain", {"n": 1}, unique_key="nightly")
+    again = tasks.enqueue("plain", {"n": 2}, unique_key="nightly")
+    assert again.id == first.id and again.duplicate and not first.duplicate
+    assert again.args == {"n": 1}  # the existing job is untouched
+    tasks.cancel(first.id)  # no longer pending: the key is free again
+    fresh = tasks.enqueue("plain", {"n": 3}, unique_key="nightly")
+    assert fresh.id != first.id and not fresh.duplicate
+
+
+async def test_unique_key_holds_through_running_and_failed(tasks: App) -> None:
+    calls = 0
+
+    @tasks.task(name="fails.once", max_attempts=3)
+    def fails_once() -> None:
+        nonlocal calls
+        calls += 1
+        dup = tasks.enqueue("fails.once", unique_key="k")
+        assert dup.duplicate  # RUNNING holds the key
+        raise RuntimeError("once")
+
+    job = tasks.enqueue("fails.once", unique_key="k")
+    async with tasks.worker() as worker:
+        await worker.run_once()
+    assert tasks.get_job(job.id).state is JobState.FAILED
+    assert tasks.enqueue("fails.once", unique_key="k").id == job.id  # FAILED holds it too
+
+
+def test_concurrent_enqueues_of_one_key_create_one_job(tasks: App) -> None:
+    barrier = threading.Barrier(8)
+    ids: list[int] = []
+
+    def enqueue() -> None:
+        barrier.wait()
+        ids.append(tasks.enqueue("plain", unique_key="race").id)
+
+    threads = [threading.Thread(target=enqueue) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(ids) == 8 and len(set(ids)) == 1
+
+
+def test_enqueue_many_keeps_input_order_and_dedupes(
+    tasks: App, sql: psycopg.Connection[Any]
+) -> None:
+    existing = tasks.enqueue("plain", {"n": -1}, unique_key="held")
+    specs: list[JobSpec | dict[str, Any]] = [
+        JobSpec("plain", {"n": 0}),
+        {"task": "mail.send", "args": {"to": "a"}, "priority": 9},
+        JobSpec("plain", {"n": 2}, unique_key="held"),
+        JobSpec("plain", {"n": 3}, unique_key="new"),
+        JobSpec("plain", {"n": 4}, unique_key="new"),
+        JobSpec("plain", {"n": 5}, run_at=datetime.now(UTC) + timedelta(days=1)),
+    ]
+    jobs = tasks.enqueue_many(specs)
+    assert [j.args.get("n", "mail") for j in jobs] == [0, "mail", -1, 3, 3, 5]
+    assert jobs[2].id == existing.id and jobs[2].duplicate
+    assert jobs[4].id == jobs[3].id and jobs[4].duplicate and not jobs[3].duplicate
+    assert jobs[1].priority == 9 and jobs[1].queue == "mail"
+    assert sql.execute("SELECT count(*) FROM jobs").fetchone() == (5,)
+
+
+def test_enqueue_many_rejects_bad_items_by_position(tasks: App) -> None:
+    with pytest.raises(EnqueueError, match=r"jobs\[1\]"):
+        tasks.enqueue_many([JobSpec("plain"), {"task": "plain", "colour": "red"}])
+    with pytest.raises(EnqueueError, match=r"jobs\[0\]"):
+        tasks.enqueue_many(["plain"])  # type: ignore[list-item]
+    assert tasks.enqueue_many([]) == []
+
+
+async def test_async_enqueue_and_lookup(tasks: App) -> None:
+    job = await tasks.enqueue_async("plain", {"n": 9})
+    many = await tasks.enqueue_many_async([JobSpec("plain", {"n": i}) for i in range(3)])
+    assert [j.args["n"] for j in many] == [0, 1, 2]
+    assert (await tasks.get_job_async(job.id)).args == {"n": 9}

@@ -1,0 +1,80 @@
+"""Settings: defaults, environment, TOML file, validation messages that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tickwork import ConfigError, load_settings
+from tickwork.config import DEFAULT_LEASE_TTL, DEFAULT_SCHEMA
+
+
+@pytest.fixture(autouse=True)
+def no_ambient_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key in list(__import__("os").environ):
+        if key.startswith("TICKWORK_"):
+            monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_defaults() -> None:
+    settings = load_settings()
+    assert settings.schema_name == DEFAULT_SCHEMA
+    assert settings.database_url is None
+    assert settings.worker.lease_ttl == DEFAULT_LEASE_TTL
+    assert settings.worker.queues == ["default"]
+
+
+def test_environment_overrides_including_nested(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TICKWORK_DATABASE_URL", "postgresql://u:hunter2@db/x")
+    monkeypatch.setenv("TICKWORK_SCHEMA", "jobs_here")
+    monkeypatch.setenv("TICKWORK_WORKER__CONCURRENCY", "32")
+    settings = load_settings()
+    assert settings.schema_name == "jobs_here"
+    assert settings.worker.concurrency == 32
+    assert settings.database_url is not None
+    assert "hunter2" not in repr(settings)  # the URL is a secret
+
+
+def test_toml_file_then_environment_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "tickwork.toml").write_text(
+        'schema = "from_file"\n[worker]\nconcurrency = 3\nqueues = ["a", "b"]\n'
+    )
+    settings = load_settings()
+    assert settings.schema_name == "from_file"
+    assert settings.worker.queues == ["a", "b"]
+    monkeypatch.setenv("TICKWORK_WORKER__CONCURRENCY", "4")
+    assert load_settings().worker.concurrency == 4
+
+
+def test_named_config_file_must_exist(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TICKWORK_CONFIG", "/nowhere/tickwork.toml")
+    with pytest.raises(ConfigError, match=r"TICKWORK_CONFIG \('/nowhere/tickwork.toml'\)"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"schema": "Bad-Name"}, "schema ('Bad-Name') must be a lower-case identifier"),
+        (
+            {"worker": {"lease_ttl": 5, "lease_renew_interval": 10}},
+            "worker.lease_ttl (5.0s) must be greater than worker.lease_renew_interval (10.0s)",
+        ),
+        ({"worker": {"concurrency": 0}}, "worker.concurrency (0)"),
+        ({"pool_min_size": 5, "pool_max_size": 2}, "pool_max_size (2) must be at least"),
+        ({"colour": "red"}, "colour ('red')"),
+    ],
+)
+def test_invalid_settings_name_field_and_value(overrides: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_settings(**overrides)
+    assert message in str(raised.value)
+
+
+def test_database_url_never_echoed_in_errors() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_settings(database_url=["postgresql://u:hunter2@db/x"])
+    assert "hunter2" not in str(raised.value)
+    assert "database_url" in str(raised.value)
