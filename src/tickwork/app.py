@@ -188,11 +188,14 @@ class App:
             return []
         params, position = insert_params(job_rows)
         sql = self.db.statements["job_insert_many"]
-        if conn is not None:
-            rows = _translate(lambda: fetch(sync_connection(conn), sql, params))
-        else:
+
+        def run() -> list[Row]:
+            if conn is not None:
+                return fetch(sync_connection(conn), sql, params)
             with self.db.pool().connection() as own:
-                rows = _translate(lambda: fetch(own, sql, params))
+                return fetch(own, sql, params)
+
+        rows = _translate(run)
         return _in_order(rows, params["unique_keys"], position)
 
     async def enqueue_many_async(
@@ -222,8 +225,11 @@ class App:
     # -- inspection and operator actions ------------------------------------------------
 
     def _query(self, name: str, params: dict[str, Any]) -> list[Row]:
-        with self.db.pool().connection() as conn:
-            return _translate(lambda: fetch(conn, self.db.statements[name], params))
+        def run() -> list[Row]:
+            with self.db.pool().connection() as conn:
+                return fetch(conn, self.db.statements[name], params)
+
+        return _translate(run)
 
     def get_job(self, job_id: int) -> Job:
         """The job with its state, attempts, result and last error."""

@@ -361,7 +361,10 @@ class Worker:
             },
         )
         if self.on_finished is not None:
-            self.on_finished(outcome)
+            try:
+                self.on_finished(outcome)
+            except Exception:
+                log.exception("on_finished hook failed", extra=fields)
         return outcome
 
     async def _invoke(
@@ -565,12 +568,7 @@ class Worker:
                 "waiting for in-flight attempts",
                 extra={"in_flight": len(runners), "grace": self.settings.shutdown_grace},
             )
-            await asyncio.wait(
-                runners,
-                timeout=self.settings.shutdown_grace or None
-                if self.settings.shutdown_grace > 0
-                else 0.001,
-            )
+            await asyncio.wait(runners, timeout=max(self.settings.shutdown_grace, 0.001))
         left = list(self._inflight.values())
         if not left:
             return
