@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -11,6 +12,8 @@ import typer
 from tickwork import logs
 from tickwork.app import App
 from tickwork.errors import TickworkError
+
+_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency")
 
 cli = typer.Typer(
     name="tickwork",
@@ -83,6 +86,70 @@ def demo(log_level: LogLevel = "ERROR") -> None:
 
     logs.configure(log_level)
     run_demo()
+
+
+@cli.command()
+def bench(
+    workloads: Annotated[
+        str, typer.Option("--workload", "-w", help="Comma-separated: " + ", ".join(_WORKLOADS))
+    ] = ",".join(_WORKLOADS),
+    jobs: Annotated[int, typer.Option(help="Jobs per throughput workload.", min=1)] = 20_000,
+    concurrency: Annotated[int, typer.Option(help="Worker concurrency (drain).", min=1)] = 200,
+    processes: Annotated[int, typer.Option(help="Worker processes (drain).", min=1)] = 1,
+    batch: Annotated[int, typer.Option(help="Batch size (enqueue-batch).", min=1)] = 1000,
+    rate: Annotated[float, typer.Option(help="Jobs per second (latency).", min=0.1)] = 50.0,
+    latency_jobs: Annotated[int, typer.Option(help="Jobs measured (latency).", min=10)] = 500,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Measure enqueue, drain and pickup latency (on the embedded database by default)."""
+    import json
+
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from tickwork import bench as bench_module
+
+    chosen = [w.strip() for w in workloads.split(",") if w.strip()]
+    for name in chosen:
+        if name not in _WORKLOADS:
+            raise typer.BadParameter(
+                f"--workload ({name!r}) must be one of {', '.join(_WORKLOADS)}"
+            )
+    logs.configure("ERROR")
+    console = Console(stderr=as_json)
+    with Progress(console=console, transient=True) as progress:
+
+        def factory(name: str, total: int) -> Callable[[int], None]:
+            task = progress.add_task(name, total=total)
+            return lambda done: progress.update(task, completed=done)
+
+        env, results = bench_module.run(
+            chosen,
+            jobs=jobs,
+            concurrency=concurrency,
+            processes=processes,
+            batch=batch,
+            rate=rate,
+            latency_jobs=latency_jobs,
+            progress_factory=factory,
+        )
+    if as_json:
+        typer.echo(json.dumps(bench_module.as_json(env, results), indent=2))
+        return
+    settings = ", ".join(f"{k}={v}" for k, v in env.settings.items())
+    console.print(
+        f"PostgreSQL {env.postgres} ({settings}); Python {env.python}, "
+        f"{env.cpus} CPUs, {env.machine}"
+    )
+    table = Table(title="tickwork bench")
+    for column in ("workload", "jobs", "seconds", "jobs/s", "details"):
+        table.add_column(column)
+    for r in results:
+        details = ", ".join(f"{k}={v}" for k, v in r.details.items())
+        rate_text = "-" if r.workload == "latency" else f"{r.per_second:,.0f}"
+        table.add_row(r.workload, f"{r.jobs:,}", f"{r.seconds:.2f}", rate_text, details)
+    console.print(table)
 
 
 def main() -> None:

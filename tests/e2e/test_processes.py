@@ -44,7 +44,7 @@ EXIT_GUARD = 20.0
 
 
 def wait_until(
-    predicate: Callable[[], T],
+    predicate: Callable[[], T | None],
     *,
     what: str,
     timeout: float = HANG_GUARD,
@@ -484,6 +484,10 @@ def test_killed_workers_jobs_are_reclaimed_and_rerun(tasks: App, runs: Conn, fle
         row[0]
         for row in rows(sql, "SELECT job_id FROM executions GROUP BY job_id HAVING count(*) > 1")
     }
+    print(
+        f"crash: {kills} kills, {len(in_flight_on_killed)} jobs in flight on killed workers, "
+        f"{len(rerun)} re-run"
+    )
     assert rerun, "no job was re-run although workers were killed with jobs in flight"
     assert rerun <= in_flight_on_killed, (
         f"jobs re-run that were not in flight on a killed worker: "

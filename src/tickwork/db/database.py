@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 import psycopg
-from psycopg.rows import DictRow, dict_row
+from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from tickwork.config import Settings
@@ -49,7 +49,7 @@ class Database:
         self.statements = Statements(settings.schema_name)
         self._url: str | None = None
         self._lock = threading.Lock()
-        self._pool: ConnectionPool[psycopg.Connection[DictRow]] | None = None
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._async_pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
 
     @property
@@ -85,7 +85,7 @@ class Database:
         except psycopg.OperationalError as exc:
             raise DatabaseError(f"could not connect to the database: {exc}") from exc
 
-    def pool(self) -> ConnectionPool[psycopg.Connection[DictRow]]:
+    def pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
         """The process's sync pool, opened on first use."""
         with self._lock:
             pool = self._pool

@@ -1,8 +1,9 @@
 """The worker: claim a batch, run handlers, renew leases, record outcomes (fenced).
 
 Data flow: the claim loop asks ``job_claim`` for as many jobs as it has free slots and starts
-one asyncio task per attempt. Async handlers run on the event loop, sync handlers in a
-bounded thread pool. The lease renewer extends every in-flight lease in one statement per
+one asyncio task per attempt; the handler runs inside that task (async handlers on the event
+loop, sync handlers in a bounded thread pool), so a cancel or timeout is a cancellation of it.
+Outcomes go to the completer, which writes them in batches. The lease renewer extends every in-flight lease in one statement per
 interval and learns of cancel requests and lost leases from its answer; the listener wakes
 the claim loop on NOTIFY and forwards cancel requests at once. The outcome of an attempt is
 written by ``job_complete_many``, which changes nothing if the attempt is no longer live.
@@ -32,15 +33,17 @@ from pydantic import ValidationError
 
 from tickwork.config import WorkerSettings, describe
 from tickwork.db.database import Row, fetch_async
-from tickwork.errors import ConfigError, JobCancelled, TaskTimeout
+from tickwork.errors import ConfigError, JobCancelled
 from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
 from tickwork.queue.watchdog import Watchdog
 from tickwork.types import ErrorInfo, ExecutionState, Job, JobState
+from tickwork.worker.completer import Completer, Completion
 from tickwork.worker.context import JobContext
 
 if TYPE_CHECKING:
     from tickwork.app import App
+    from tickwork.task import Task
 
 log = logging.getLogger("tickwork.worker")
 
@@ -92,11 +95,12 @@ class RunOnceResult:
 class _Running:
     job: Job
     execution_id: int
-    ctx: JobContext
-    handler: asyncio.Future[Any] | None = None
+    is_async: bool
+    ctx: JobContext | None = None  # only for tasks that take one
     runner: asyncio.Task[Outcome] | None = None
     interrupt: str | None = None  # "cancel" | "lease_lost" | "shutdown"
-    is_async: bool = False
+    in_handler: bool = False  # the runner is inside the handler (interrupts land there)
+    cancel_sent: bool = False  # the runner task was cancelled by _interrupt
 
 
 class Worker:
@@ -148,6 +152,7 @@ class Worker:
         self._background: list[asyncio.Task[None]] = []
         self._capacity_bound = False
         self.watchdog: Watchdog | None = None
+        self._completer = Completer(self._execute_with_retry, on_flush=self._slots_freed)
         self.listening = asyncio.Event()
         """Set while the LISTEN connection is up (cleared when it drops)."""
 
@@ -312,66 +317,58 @@ class Worker:
         job = decode.job(row)
         execution_id: int = row["execution_id"]
         task = self.app.tasks.get(job.task)
-        running = _Running(
-            job=job,
-            execution_id=execution_id,
-            ctx=JobContext(job=job, execution_id=execution_id, worker_id=self.id),
-            is_async=task is not None and task.is_async,
-        )
+        running = _Running(job, execution_id, is_async=task is not None and task.is_async)
+        if task is not None and task.pass_context:
+            running.ctx = JobContext(job=job, execution_id=execution_id, worker_id=self.id)
         self._inflight[execution_id] = running
-        running.runner = asyncio.create_task(self._attempt(running), name=f"tickwork-job-{job.id}")
+        running.runner = asyncio.create_task(self._attempt(running, task))
         return running.runner
 
     # -- running one attempt ------------------------------------------------------------
 
-    async def _attempt(self, running: _Running) -> Outcome:
+    async def _attempt(self, running: _Running, task: Task[Any, Any] | None) -> Outcome:
         job = running.job
-        fields = {
-            "job_id": job.id,
-            "execution_id": running.execution_id,
-            "task": job.task,
-            "queue": job.queue,
-            "attempt": job.attempts,
-        }
-        log.debug("attempt started", extra=fields)
         try:
-            state, result_json, error = await self._invoke(running)
+            state, result_json, error = await self._invoke(running, task)
             if running.interrupt == "shutdown":
                 # handed back by _drain with execution_release_many, not recorded here
                 return Outcome(
                     job.id, running.execution_id, job.task, ExecutionState.RELEASED, None, error
                 )
             # Even after a lost lease the write is attempted: the statement fences it off.
-            outcome = await self._record(running, state, result_json, error)
+            outcome = await self._record(running, task, state, result_json, error)
         finally:
             if running.interrupt != "shutdown":
                 self._inflight.pop(running.execution_id, None)
-                if self._capacity_bound:
-                    self._wake.set()
-        level = (
-            logging.INFO if outcome.execution_state is ExecutionState.SUCCEEDED else logging.WARNING
-        )
-        log.log(
-            level,
-            "attempt finished",
-            extra=fields
-            | {
-                "outcome": outcome.execution_state.value,
-                "job_state": outcome.job_state.value if outcome.job_state else "FENCED",
-            },
-        )
+        ok = outcome.execution_state is ExecutionState.SUCCEEDED
+        level = logging.DEBUG if ok else logging.WARNING
+        if log.isEnabledFor(level):
+            log.log(
+                level,
+                "attempt finished",
+                extra={
+                    "job_id": job.id,
+                    "execution_id": running.execution_id,
+                    "task": job.task,
+                    "queue": job.queue,
+                    "attempt": job.attempts,
+                    "outcome": outcome.execution_state.value,
+                    "job_state": outcome.job_state.value if outcome.job_state else "FENCED",
+                },
+            )
         if self.on_finished is not None:
             try:
                 self.on_finished(outcome)
             except Exception:
-                log.exception("on_finished hook failed", extra=fields)
+                log.exception("on_finished hook failed", extra={"job_id": job.id})
         return outcome
 
     async def _invoke(
-        self, running: _Running
+        self, running: _Running, task: Task[Any, Any] | None
     ) -> tuple[ExecutionState, str | None, ErrorInfo | None]:
+        """Run the handler in this runner task (no task of its own); interrupts and the
+        timeout arrive as cancellation of this task while it is inside the handler."""
         job = running.job
-        task = self.app.tasks.get(job.task)
         if task is None:
             return (
                 ExecutionState.FAILED,
@@ -381,31 +378,21 @@ class Worker:
                     f"no task named {job.task!r} is registered in this worker",
                 ),
             )
-        args: tuple[Any, ...] = (running.ctx,) if task.pass_context else ()
-        loop = asyncio.get_running_loop()
-        if task.is_async:
-            running.handler = asyncio.ensure_future(task.fn(*args, **job.args))
-        else:
-            call = functools.partial(contextvars.copy_context().run, task.fn, *args, **job.args)
-            running.handler = loop.run_in_executor(self._threads, call)
-        handler = running.handler
+        args: tuple[Any, ...] = (running.ctx,) if running.ctx is not None else ()
+        scope = asyncio.timeout(job.timeout)
+        running.in_handler = True
         try:
-            done, _ = await asyncio.wait({handler}, timeout=job.timeout)
+            async with scope:
+                if running.is_async:
+                    result = await task.fn(*args, **job.args)
+                else:
+                    call = functools.partial(
+                        contextvars.copy_context().run, task.fn, *args, **job.args
+                    )
+                    result = await asyncio.get_running_loop().run_in_executor(self._threads, call)
         except asyncio.CancelledError:
-            handler.cancel()
-            raise
-        if not done:
-            running.ctx._cancel.set()  # a sync handler that polls the context can stop early
-            handler.cancel()
-            handler.add_done_callback(_consume)
-            return (
-                ExecutionState.FAILED,
-                None,
-                ErrorInfo(
-                    "tickwork.TaskTimeout", f"attempt exceeded its timeout of {job.timeout}s"
-                ),
-            )
-        if handler.cancelled():
+            if not running.cancel_sent:
+                raise  # not an interrupt of ours: the worker itself is being torn down
             if running.interrupt == "cancel":
                 return (
                     ExecutionState.CANCELLED,
@@ -415,17 +402,40 @@ class Worker:
             return (
                 ExecutionState.FAILED,
                 None,
-                ErrorInfo("asyncio.CancelledError", "the handler was cancelled"),
+                ErrorInfo(
+                    "asyncio.CancelledError", f"the attempt was interrupted ({running.interrupt})"
+                ),
             )
-        exc = handler.exception()
-        if exc is not None:
-            if isinstance(exc, JobCancelled) and running.ctx.cancel_requested:
-                return ExecutionState.CANCELLED, None, _error(exc)
-            if isinstance(exc, TaskTimeout | TimeoutError):
-                return ExecutionState.FAILED, None, _error(exc)
+        except TimeoutError as exc:
+            if not scope.expired():
+                return ExecutionState.FAILED, None, _error(exc)  # the handler's own
+            if running.ctx is not None:
+                running.ctx._cancel.set()  # a sync handler that polls its context can stop
+            return (
+                ExecutionState.FAILED,
+                None,
+                ErrorInfo(
+                    "tickwork.TaskTimeout", f"attempt exceeded its timeout of {job.timeout}s"
+                ),
+            )
+        except JobCancelled as exc:
+            cancelled = running.interrupt == "cancel"
+            return (
+                (ExecutionState.CANCELLED if cancelled else ExecutionState.FAILED),
+                None,
+                _error(exc),
+            )
+        except Exception as exc:
             return ExecutionState.FAILED, None, _error(exc)
+        finally:
+            running.in_handler = False
+            if running.cancel_sent:
+                running.cancel_sent = False
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()  # the interrupt was delivered and handled here
         try:
-            return ExecutionState.SUCCEEDED, json.dumps(handler.result(), allow_nan=False), None
+            return ExecutionState.SUCCEEDED, json.dumps(result, allow_nan=False), None
         except (TypeError, ValueError) as bad:
             return (
                 ExecutionState.FAILED,
@@ -439,32 +449,25 @@ class Worker:
     async def _record(
         self,
         running: _Running,
+        task: Task[Any, Any] | None,
         state: ExecutionState,
         result_json: str | None,
         error: ErrorInfo | None,
     ) -> Outcome:
         job = running.job
-        task = self.app.tasks.get(job.task)
         delay = 0.0
-        if state is ExecutionState.FAILED:
-            delay = retry_delay(task.options.backoff, job.attempts) if task else 0.0
-        params = {
-            "execution_ids": [running.execution_id],
-            "outcomes": [state.value],
-            "results": [result_json],
-            "errors": [json.dumps(_error_json(error)) if error else None],
-            "retry_delays": [delay],
-        }
-        found = await self._execute_with_retry("job_complete_many", params)
-        if not found:
+        if state is ExecutionState.FAILED and task is not None:
+            delay = retry_delay(task.options.backoff, job.attempts)
+        row = await self._completer.submit(
+            Completion(running.execution_id, state, result_json, error, delay)
+        )
+        if row is None:
             log.warning(
                 "attempt was fenced off: its execution is no longer live",
                 extra={"job_id": job.id, "execution_id": running.execution_id},
             )
             return Outcome(job.id, running.execution_id, job.task, state, None, error)
-        return Outcome(
-            job.id, running.execution_id, job.task, state, JobState(found[0]["state"]), error
-        )
+        return Outcome(job.id, running.execution_id, job.task, state, JobState(row["state"]), error)
 
     # -- leases, cancels, wake-ups ------------------------------------------------------
 
@@ -481,11 +484,9 @@ class Worker:
         alive = {row["id"]: row["cancel_requested"] for row in found}
         for execution_id in ids:
             running = self._inflight.get(execution_id)
-            if running is None or (running.runner is not None and running.runner.done()):
-                continue
+            if running is None or not running.in_handler:
+                continue  # finished: its outcome write is what changed the state
             if execution_id not in alive:
-                if running.handler is not None and running.handler.done():
-                    continue  # finished; its outcome write is what changed the state
                 self._interrupt(running, "lease_lost")
             elif alive[execution_id]:
                 self._interrupt(running, "cancel")
@@ -494,7 +495,8 @@ class Worker:
         if running.interrupt is not None:
             return
         running.interrupt = reason
-        running.ctx._cancel.set()
+        if running.ctx is not None:
+            running.ctx._cancel.set()
         log.info(
             "interrupting attempt",
             extra={
@@ -505,8 +507,20 @@ class Worker:
         )
         # Async handlers get CancelledError at their next await (they may catch it and
         # finish); a sync handler cannot be interrupted and learns it from its context.
-        if running.handler is not None and (running.is_async or reason == "shutdown"):
-            running.handler.cancel()
+        # Only a runner inside its handler is cancelled, so the cancellation lands there.
+        if (
+            running.in_handler
+            and running.runner is not None
+            and (running.is_async or reason == "shutdown")
+        ):
+            running.cancel_sent = True
+            running.runner.cancel()
+
+    def _slots_freed(self) -> None:
+        # Called after each batch of outcomes is written: the slots free up together, so
+        # the next claim takes a batch instead of one job per finished attempt.
+        if self._capacity_bound:
+            self._wake.set()
 
     def _on_notify(self, channel: str, payload: str) -> None:
         if channel == self._channels[0]:
@@ -626,12 +640,3 @@ def _error(exc: BaseException) -> ErrorInfo:
         message=str(exc),
         traceback="".join(traceback.format_exception(exc)),
     )
-
-
-def _error_json(error: ErrorInfo) -> dict[str, str]:
-    return {"type": error.type, "message": error.message, "traceback": error.traceback}
-
-
-def _consume(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()  # mark retrieved: a timed-out handler's late error is not news

@@ -29,11 +29,11 @@ CREATE INDEX jobs_runnable_idx ON {schema}.jobs (queue, priority DESC, run_at, i
 CREATE UNIQUE INDEX jobs_unique_key_idx ON {schema}.jobs (unique_key)
     WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING');
 
-CREATE INDEX jobs_state_idx ON {schema}.jobs (state, queue);
-
 CREATE TABLE {schema}.executions (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    job_id           bigint      NOT NULL REFERENCES {schema}.jobs (id) ON DELETE CASCADE,
+    -- No foreign key: its check would lock the job row on every claim. Executions are
+    -- written only by statements that have just read or locked their job, and deleted with it.
+    job_id           bigint      NOT NULL,
     attempt          integer     NOT NULL,
     worker_id        uuid        NOT NULL,
     state            text        NOT NULL DEFAULT 'RUNNING'

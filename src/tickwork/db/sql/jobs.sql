@@ -50,20 +50,28 @@ WHERE j.id = %(job_id)s;
 -- any number of claimers run at once: a row another claimer holds is skipped, never waited
 -- for. Only the jobs table is locked by the scan (no join), the new executions cannot be held
 -- by anyone else yet, so this does not break the execution-then-job lock order.
+-- One index range per queue (LATERAL), read in claim order from jobs_runnable_idx; across
+-- several queues the best of each are merged. Rows a queue locks beyond the final LIMIT are
+-- released when this statement's transaction commits, a moment later.
 WITH next AS (
-    SELECT id
-    FROM {schema}.jobs
-    WHERE state IN ('PENDING', 'FAILED')  -- FAILED here means "retry due at run_at"
-      AND queue = ANY(%(queues)s::text[])
-      AND run_at <= now()
-    ORDER BY priority DESC, run_at, id
+    SELECT c.id
+    FROM unnest(%(queues)s::text[]) AS q(name)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at
+        FROM {schema}.jobs
+        WHERE queue = q.name
+          AND state IN ('PENDING', 'FAILED')  -- FAILED here means "retry due at run_at"
+          AND run_at <= now()
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+    ORDER BY c.priority DESC, c.run_at, c.id
     LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
 ), claimed AS (
     UPDATE {schema}.jobs j
     SET state = 'RUNNING', attempts = j.attempts + 1
-    FROM next
-    WHERE j.id = next.id
+    WHERE j.id = ANY(ARRAY(SELECT id FROM next))  -- by primary key, never a join scan
     RETURNING j.*
 ), started AS (
     INSERT INTO {schema}.executions (job_id, attempt, worker_id, lease_expires_at)
@@ -92,6 +100,7 @@ WITH done AS (
     SET state = d.outcome, finished_at = now(), error = d.error
     FROM done d
     WHERE e.id = d.execution_id
+      AND e.id = ANY(%(execution_ids)s::bigint[])  -- lets the planner go by primary key
       AND e.state = 'RUNNING'  -- fencing: a reclaimed or released attempt must not complete
     RETURNING e.id, e.job_id, e.worker_id, d.outcome, d.result, d.retry_delay
 ), finished AS (

@@ -1,0 +1,334 @@
+"""``tickwork bench``: throughput and latency of the job path on a real database.
+
+Workloads (each on a schema of its own, emptied first):
+- enqueue-single: one ``enqueue`` per transaction, one after another;
+- enqueue-batch: ``enqueue_many`` in batches of ``--batch`` jobs;
+- drain: pre-enqueued no-op jobs run by ``--processes`` worker processes (1 = in this process);
+- latency: an idle worker; jobs enqueued at ``--rate`` per second; time from the enqueue's
+  commit to the handler starting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tickwork.app import App
+from tickwork.config import load_settings
+from tickwork.queue.enqueue import JobSpec
+from tickwork.worker.worker import Outcome
+
+BENCH_SCHEMA = "tickwork_bench"
+BENCH_QUEUE = "bench"
+WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency")
+NOOP = "bench.noop"
+STAMP = "bench.stamp"
+
+started_at: dict[int, float] = {}
+"""Handler start times by job id (perf_counter), filled by the ``bench.stamp`` task."""
+
+
+def make_app(**overrides: Any) -> App:
+    """An App with the benchmark's tasks, on the bench schema unless told otherwise."""
+    overrides.setdefault("schema", os.environ.get("TICKWORK_SCHEMA", BENCH_SCHEMA))
+    app = App(**overrides)
+
+    @app.task(name=NOOP, queue=BENCH_QUEUE)
+    async def noop(n: int = 0) -> None:
+        return None
+
+    @app.task(name=STAMP, queue=BENCH_QUEUE, pass_context=False)
+    async def stamp(key: int) -> None:
+        started_at[key] = time.perf_counter()
+
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    # ``tickwork worker --app tickwork.bench:bench_app`` (the drain's worker processes)
+    if name == "bench_app":
+        return make_app()
+    raise AttributeError(name)
+
+
+@dataclass(slots=True)
+class BenchResult:
+    """One workload's measurement."""
+
+    workload: str
+    jobs: int
+    seconds: float
+    per_second: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Environment:
+    """Where the numbers were measured."""
+
+    postgres: str
+    settings: dict[str, str]
+    python: str
+    cpus: int
+    machine: str
+
+
+def environment(app: App) -> Environment:
+    with app.db.pool().connection() as conn:
+        version = conn.execute("SHOW server_version").fetchone()
+        names = ("synchronous_commit", "shared_buffers", "fsync", "max_connections")
+        values = {n: str(conn.execute(f"SHOW {n}").fetchone()[0]) for n in names}  # type: ignore[index]
+    return Environment(
+        postgres=str(version[0]) if version else "?",
+        settings=values,
+        python=platform.python_version(),
+        cpus=os.cpu_count() or 0,
+        machine=platform.machine(),
+    )
+
+
+def reset(app: App) -> None:
+    """Migrate the bench schema and empty it."""
+    app.migrate()
+    schema = app.settings.schema_name
+    with app.db.pool().connection() as conn:
+        conn.execute(
+            f"TRUNCATE {schema}.audit_events, {schema}.executions, {schema}.jobs,"
+            f" {schema}.workers RESTART IDENTITY CASCADE"
+        )
+        conn.execute(f"VACUUM ANALYZE {schema}.jobs")
+        conn.execute(f"VACUUM ANALYZE {schema}.executions")
+
+
+def bench_enqueue_single(app: App, jobs: int, progress: Callable[[int], None]) -> BenchResult:
+    reset(app)
+    app.enqueue(NOOP, {"n": -1})  # warm the pool and the prepared statement
+    start = time.perf_counter()
+    for n in range(jobs):
+        app.enqueue(NOOP, {"n": n})
+        if n % 500 == 0:
+            progress(n)
+    seconds = time.perf_counter() - start
+    return BenchResult("enqueue-single", jobs, seconds, jobs / seconds)
+
+
+def bench_enqueue_batch(
+    app: App, jobs: int, batch: int, progress: Callable[[int], None]
+) -> BenchResult:
+    reset(app)
+    app.enqueue_many([JobSpec(NOOP, {"n": -1})])
+    start = time.perf_counter()
+    done = 0
+    while done < jobs:
+        size = min(batch, jobs - done)
+        app.enqueue_many([JobSpec(NOOP, {"n": done + i}) for i in range(size)])
+        done += size
+        progress(done)
+    seconds = time.perf_counter() - start
+    return BenchResult("enqueue-batch", jobs, seconds, jobs / seconds, {"batch": batch})
+
+
+def _fill(app: App, jobs: int) -> None:
+    reset(app)
+    for offset in range(0, jobs, 5000):
+        size = min(5000, jobs - offset)
+        app.enqueue_many([JobSpec(NOOP, {"n": offset + i}) for i in range(size)])
+    with app.db.pool().connection() as conn:
+        conn.execute(f"VACUUM ANALYZE {app.settings.schema_name}.jobs")
+
+
+async def _drain_here(
+    app: App, jobs: int, concurrency: int, progress: Callable[[int], None]
+) -> float:
+    done = 0
+    finished = asyncio.Event()
+
+    def on_finished(outcome: Outcome) -> None:
+        nonlocal done
+        done += 1
+        if done % 1000 == 0:
+            progress(done)
+        if done >= jobs:
+            finished.set()
+
+    worker = app.worker(
+        queues=[BENCH_QUEUE], concurrency=concurrency, on_finished=on_finished, poll_interval=0.5
+    )
+    await worker.open()
+    start = time.perf_counter()
+    running = asyncio.create_task(worker.run())
+    await finished.wait()
+    seconds = time.perf_counter() - start
+    worker.request_stop()
+    await running
+    return seconds
+
+
+def _drain_processes(
+    app: App, jobs: int, concurrency: int, processes: int, progress: Callable[[int], None]
+) -> float:
+    env = dict(os.environ)
+    env["TICKWORK_SCHEMA"] = app.settings.schema_name
+    env["TICKWORK_DATABASE_URL"] = app.db.url
+    command = [
+        sys.executable,
+        "-m",
+        "tickwork",
+        "worker",
+        "--app",
+        "tickwork.bench:bench_app",
+        "--queues",
+        BENCH_QUEUE,
+        "--concurrency",
+        str(concurrency),
+        "--log-level",
+        "ERROR",
+    ]
+    query = f"SELECT count(*) FROM {app.settings.schema_name}.jobs WHERE state = 'SUCCEEDED'"
+    start = time.perf_counter()
+    procs = [subprocess.Popen(command, env=env) for _ in range(processes)]
+    try:
+        with app.db.pool().connection() as conn:
+            while True:
+                row = conn.execute(query).fetchone()
+                done = int(row[0]) if row else 0
+                progress(done)
+                if done >= jobs:
+                    break
+                if any(p.poll() is not None for p in procs):
+                    raise RuntimeError("a bench worker process exited early")
+                time.sleep(0.01)
+        return time.perf_counter() - start
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(30)
+
+
+def bench_drain(
+    app: App, jobs: int, concurrency: int, processes: int, progress: Callable[[int], None]
+) -> BenchResult:
+    _fill(app, jobs)
+    if processes <= 1:
+        seconds = asyncio.run(_drain_here(app, jobs, concurrency, progress))
+    else:
+        seconds = _drain_processes(app, jobs, concurrency, processes, progress)
+    return BenchResult(
+        "drain",
+        jobs,
+        seconds,
+        jobs / seconds,
+        {"concurrency": concurrency, "processes": processes},
+    )
+
+
+async def _latency(
+    app: App, jobs: int, rate: float, progress: Callable[[int], None]
+) -> list[float]:
+    started_at.clear()
+    committed: dict[int, float] = {}
+    seen = 0
+    finished = asyncio.Event()
+
+    def on_finished(outcome: Outcome) -> None:
+        nonlocal seen
+        seen += 1
+        if seen >= jobs:
+            finished.set()
+
+    worker = app.worker(
+        queues=[BENCH_QUEUE], concurrency=10, on_finished=on_finished, poll_interval=5.0
+    )
+    running = asyncio.create_task(worker.run())
+    await asyncio.wait_for(worker.listening.wait(), 30)
+    pool = await app.db.async_pool()
+    async with pool.connection() as conn:
+        interval = 1.0 / rate
+        next_at = time.perf_counter()
+        for n in range(jobs):
+            next_at += interval
+            job = await app.enqueue_async(STAMP, {"key": n}, conn=conn)
+            committed[n] = time.perf_counter()  # autocommit: the insert committed on return
+            del job
+            progress(n + 1)
+            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+    await asyncio.wait_for(finished.wait(), 60)
+    worker.request_stop()
+    await running
+    return [(started_at[n] - committed[n]) * 1000 for n in range(jobs)]
+
+
+def bench_latency(app: App, jobs: int, rate: float, progress: Callable[[int], None]) -> BenchResult:
+    reset(app)
+    latencies = asyncio.run(_latency(app, jobs, rate, progress))
+    ordered = sorted(latencies)
+    p50 = statistics.median(ordered)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return BenchResult(
+        "latency",
+        jobs,
+        sum(latencies) / 1000,
+        rate,
+        {
+            "rate": rate,
+            "p50_ms": round(p50, 3),
+            "p99_ms": round(p99, 3),
+            "max_ms": round(ordered[-1], 3),
+        },
+    )
+
+
+def run(
+    workloads: list[str],
+    *,
+    jobs: int,
+    concurrency: int,
+    processes: int,
+    batch: int,
+    rate: float,
+    latency_jobs: int,
+    progress_factory: Callable[[str, int], Callable[[int], None]],
+    app: App | None = None,
+) -> tuple[Environment, list[BenchResult]]:
+    """Run the chosen workloads; ``progress_factory(name, total)`` returns a progress hook."""
+    the_app = app or make_app()
+    try:
+        env = environment(the_app)
+        results = []
+        for name in workloads:
+            if name == "enqueue-single":
+                single = min(jobs, 5000)
+                results.append(
+                    bench_enqueue_single(the_app, single, progress_factory(name, single))
+                )
+            elif name == "enqueue-batch":
+                results.append(
+                    bench_enqueue_batch(the_app, jobs, batch, progress_factory(name, jobs))
+                )
+            elif name == "drain":
+                results.append(
+                    bench_drain(the_app, jobs, concurrency, processes, progress_factory(name, jobs))
+                )
+            elif name == "latency":
+                results.append(
+                    bench_latency(the_app, latency_jobs, rate, progress_factory(name, latency_jobs))
+                )
+        return env, results
+    finally:
+        the_app.close()
+
+
+def as_json(env: Environment, results: list[BenchResult]) -> dict[str, Any]:
+    return {"environment": asdict(env), "results": [asdict(r) for r in results]}
+
+
+__all__ = ["WORKLOADS", "BenchResult", "Environment", "as_json", "load_settings", "make_app", "run"]
