@@ -42,6 +42,7 @@ from tickwork.task import Task, task_options
 from tickwork.types import AuditEvent, Execution, Job
 
 if TYPE_CHECKING:
+    from tickwork.health import Health
     from tickwork.worker.worker import Worker
 
 P = ParamSpec("P")
@@ -282,6 +283,15 @@ class App:
             raise JobNotFoundError(job_id)
         if found[0]["state"] is None:
             raise JobStateError(job_id, found[0]["previous_state"], operation, allowed)
+
+    def health(self, *, xmin_warning_seconds: float | None = None) -> Health:
+        """Table sizes, dead tuples, HOT ratio and the oldest transaction holding back
+        vacuum, with warnings past the thresholds."""
+        from tickwork.health import DEFAULT_XMIN_WARNING_SECONDS, check
+
+        threshold = xmin_warning_seconds or DEFAULT_XMIN_WARNING_SECONDS
+        with self.db.pool().connection() as conn:
+            return check(conn, self.db.statements, xmin_warning_seconds=threshold)
 
     # -- running ------------------------------------------------------------------------
 

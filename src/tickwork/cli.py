@@ -152,6 +152,66 @@ def bench(
     console.print(table)
 
 
+@cli.command()
+def doctor(
+    app: AppOption = None,
+    xmin_warning: Annotated[
+        float, typer.Option(help="Warn when a transaction holds back vacuum this long (s).")
+    ] = 300.0,
+) -> None:
+    """Table sizes, dead tuples, HOT updates and what holds back vacuum; exit 1 on warnings."""
+    from rich.console import Console
+    from rich.table import Table
+
+    logs.configure("ERROR")
+    report = load_app(app).health(xmin_warning_seconds=xmin_warning)
+    console = Console()
+    tables = Table(title="tables")
+    for column in ("table", "live", "dead", "HOT updates", "table size", "index size", "vacuumed"):
+        tables.add_column(column)
+    for t in report.tables:
+        hot = "-" if t.hot_ratio is None else f"{t.hot_ratio:.0%} of {t.updates:,}"
+        vacuumed = t.last_vacuum.strftime("%Y-%m-%d %H:%M:%S") if t.last_vacuum else "never"
+        tables.add_row(
+            t.name,
+            f"{t.live_tuples:,}",
+            f"{t.dead_tuples:,}",
+            hot,
+            _size(t.table_bytes),
+            _size(t.index_bytes),
+            vacuumed,
+        )
+    console.print(tables)
+    indexes = Table(title="indexes")
+    for column in ("table", "index", "size", "scans"):
+        indexes.add_column(column)
+    for i in report.indexes:
+        indexes.add_row(i.table, i.name, _size(i.bytes), f"{i.scans:,}")
+    console.print(indexes)
+    oldest = report.oldest_xmin
+    if oldest is None:
+        console.print("xmin horizon: no open snapshot holds back vacuum")
+    else:
+        age = "?" if oldest.age_seconds is None else f"{oldest.age_seconds:.0f}s"
+        console.print(
+            f"xmin horizon: {oldest.holder} {oldest.detail}, open {age}, "
+            f"{oldest.xmin_age:,} transactions behind"
+        )
+    for warning in report.warnings:
+        console.print(f"[bold yellow]warning:[/] {warning}")
+    if report.warnings:
+        raise typer.Exit(1)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
 def main() -> None:
     """Entry point of the ``tickwork`` script: errors become one line and exit code 2."""
     try:

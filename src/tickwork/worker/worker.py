@@ -2,11 +2,12 @@
 
 Data flow: the claim loop asks ``job_claim`` for as many jobs as it has free slots and starts
 one asyncio task per attempt; the handler runs inside that task (async handlers on the event
-loop, sync handlers in a bounded thread pool), so a cancel or timeout is a cancellation of it.
-Outcomes go to the completer, which writes them in batches. The lease renewer extends every in-flight lease in one statement per
-interval and learns of cancel requests and lost leases from its answer; the listener wakes
-the claim loop on NOTIFY and forwards cancel requests at once. The outcome of an attempt is
-written by ``job_complete_many``, which changes nothing if the attempt is no longer live.
+loop, sync handlers in a bounded thread pool), so a cancel or a timeout is a cancellation of
+it. Outcomes go to the completer, which writes them in batches with ``job_complete_many``;
+that statement changes nothing for an attempt that is no longer live. The lease renewer
+extends every in-flight lease in one statement per interval and learns of cancel requests and
+lost leases from its answer; the listener wakes the claim loop on NOTIFY and forwards cancel
+requests at once.
 """
 
 from __future__ import annotations

@@ -1,0 +1,125 @@
+"""Health of tickwork's tables for operators: sizes, dead tuples, HOT updates, and the oldest
+open transaction holding back vacuum (the xmin horizon)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from tickwork.db.database import fetch
+from tickwork.db.statements import Statements
+
+DEFAULT_XMIN_WARNING_SECONDS = 300.0
+"""An open transaction older than this is reported as a warning."""
+DEFAULT_DEAD_TUPLE_WARNING_RATIO = 0.5
+"""A table whose dead tuples exceed this share of its live ones is reported as a warning."""
+DEAD_TUPLE_WARNING_MINIMUM = 10_000
+"""Below this many dead tuples a table is never reported (small tables churn harmlessly)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TableHealth:
+    """One table's size and churn."""
+
+    name: str
+    live_tuples: int
+    dead_tuples: int
+    updates: int
+    hot_updates: int
+    table_bytes: int
+    index_bytes: int
+    last_vacuum: datetime | None
+
+    @property
+    def hot_ratio(self) -> float | None:
+        """Share of updates that were HOT (no index writes), None before any update."""
+        return self.hot_updates / self.updates if self.updates else None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHealth:
+    """One index's size and use."""
+
+    table: str
+    name: str
+    bytes: int
+    scans: int
+
+
+@dataclass(frozen=True, slots=True)
+class XminHolder:
+    """What holds the oldest snapshot, and for how long."""
+
+    holder: str
+    detail: str
+    age_seconds: float | None
+    xmin_age: int
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """The health report; ``warnings`` is empty when all is well."""
+
+    tables: list[TableHealth]
+    indexes: list[IndexHealth]
+    oldest_xmin: XminHolder | None
+    warnings: list[str] = field(default_factory=list)
+
+
+def check(
+    conn: psycopg.Connection[Any],
+    statements: Statements,
+    *,
+    xmin_warning_seconds: float = DEFAULT_XMIN_WARNING_SECONDS,
+    dead_tuple_warning_ratio: float = DEFAULT_DEAD_TUPLE_WARNING_RATIO,
+) -> Health:
+    """Read the report on ``conn``."""
+    params = {"schema": statements.schema}
+    tables = [
+        TableHealth(
+            name=r["table_name"],
+            live_tuples=r["live_tuples"],
+            dead_tuples=r["dead_tuples"],
+            updates=r["updates"],
+            hot_updates=r["hot_updates"],
+            table_bytes=r["table_bytes"],
+            index_bytes=r["index_bytes"],
+            last_vacuum=r["last_vacuum"],
+        )
+        for r in fetch(conn, statements["health_tables"], params)
+    ]
+    indexes = [
+        IndexHealth(r["table_name"], r["index_name"], r["bytes"], r["scans"])
+        for r in fetch(conn, statements["health_indexes"], params)
+    ]
+    found = fetch(conn, statements["health_xmin_horizon"], {})
+    oldest = (
+        XminHolder(
+            found[0]["holder"], found[0]["detail"], found[0]["age_seconds"], found[0]["xmin_age"]
+        )
+        if found
+        else None
+    )
+    warnings = []
+    if oldest is not None and oldest.age_seconds is not None:
+        if oldest.age_seconds > xmin_warning_seconds:
+            warnings.append(
+                f"{oldest.holder} {oldest.detail} has held back vacuum for "
+                f"{oldest.age_seconds:.0f}s (threshold {xmin_warning_seconds:.0f}s): dead rows "
+                "of finished jobs cannot be removed until it ends"
+            )
+    elif oldest is not None and oldest.holder != "session":
+        warnings.append(f"{oldest.holder} {oldest.detail} holds back vacuum")
+    for table in tables:
+        if (
+            table.dead_tuples >= DEAD_TUPLE_WARNING_MINIMUM
+            and table.dead_tuples > dead_tuple_warning_ratio * max(table.live_tuples, 1)
+        ):
+            warnings.append(
+                f"table {table.name} has {table.dead_tuples:,} dead tuples for "
+                f"{table.live_tuples:,} live ones: vacuum is falling behind"
+            )
+    return Health(tables, indexes, oldest, warnings)
