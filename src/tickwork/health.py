@@ -17,6 +17,7 @@ DEFAULT_XMIN_WARNING_SECONDS = 300.0
 DEFAULT_DEAD_TUPLE_WARNING_RATIO = 0.5
 """A table whose dead tuples exceed this share of its live ones is reported as a warning."""
 DEAD_TUPLE_WARNING_MINIMUM = 10_000
+XMIN_HOLDERS_SHOWN = 5
 """Below this many dead tuples a table is never reported (small tables churn harmlessly)."""
 
 
@@ -65,8 +66,14 @@ class Health:
 
     tables: list[TableHealth]
     indexes: list[IndexHealth]
-    oldest_xmin: XminHolder | None
+    xmin_holders: list[XminHolder]
+    """The oldest snapshot holders (up to ``XMIN_HOLDERS_SHOWN``), oldest first."""
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def oldest_xmin(self) -> XminHolder | None:
+        """What holds the xmin horizon back the most."""
+        return self.xmin_holders[0] if self.xmin_holders else None
 
 
 def check(
@@ -95,24 +102,20 @@ def check(
         IndexHealth(r["table_name"], r["index_name"], r["bytes"], r["scans"])
         for r in fetch(conn, statements["health_indexes"], params)
     ]
-    found = fetch(conn, statements["health_xmin_horizon"], {})
-    oldest = (
-        XminHolder(
-            found[0]["holder"], found[0]["detail"], found[0]["age_seconds"], found[0]["xmin_age"]
-        )
-        if found
-        else None
-    )
+    holders = [
+        XminHolder(r["holder"], r["detail"], r["age_seconds"], r["xmin_age"])
+        for r in fetch(conn, statements["health_xmin_horizon"], {"limit": XMIN_HOLDERS_SHOWN})
+    ]
     warnings = []
-    if oldest is not None and oldest.age_seconds is not None:
-        if oldest.age_seconds > xmin_warning_seconds:
+    for holder in holders:
+        if holder.age_seconds is None:  # a replication slot: no age, always worth a look
+            warnings.append(f"{holder.holder} {holder.detail} holds back vacuum")
+        elif holder.age_seconds > xmin_warning_seconds:
             warnings.append(
-                f"{oldest.holder} {oldest.detail} has held back vacuum for "
-                f"{oldest.age_seconds:.0f}s (threshold {xmin_warning_seconds:.0f}s): dead rows "
+                f"{holder.holder} {holder.detail} has held back vacuum for "
+                f"{holder.age_seconds:.0f}s (threshold {xmin_warning_seconds:.0f}s): dead rows "
                 "of finished jobs cannot be removed until it ends"
             )
-    elif oldest is not None and oldest.holder != "session":
-        warnings.append(f"{oldest.holder} {oldest.detail} holds back vacuum")
     for table in tables:
         if (
             table.dead_tuples >= DEAD_TUPLE_WARNING_MINIMUM
@@ -122,4 +125,4 @@ def check(
                 f"table {table.name} has {table.dead_tuples:,} dead tuples for "
                 f"{table.live_tuples:,} live ones: vacuum is falling behind"
             )
-    return Health(tables, indexes, oldest, warnings)
+    return Health(tables, indexes, holders, warnings)

@@ -28,7 +28,7 @@ WHERE n.nspname = %(schema)s
 ORDER BY t.relname, i.relname;
 
 -- name: health_xmin_horizon
--- The oldest snapshot in the cluster: while it stays open, vacuum cannot remove the dead
+-- The oldest snapshots in the cluster, oldest first: while it stays open, vacuum cannot remove the dead
 -- rows finished jobs leave behind, in any table. Sessions, prepared transactions and
 -- replication slots can each hold it.
 SELECT *
@@ -37,9 +37,10 @@ FROM (
            format('pid %%s (%%s, %%s, %%s)', pid, coalesce(usename::text, '?'),
                   coalesce(nullif(application_name, ''), '-'), state) AS detail,
            extract(epoch FROM now() - coalesce(xact_start, backend_start))::float8 AS age_seconds,
-           age(backend_xmin) AS xmin_age
+           greatest(age(backend_xmin), age(backend_xid)) AS xmin_age
     FROM pg_stat_activity
-    WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+    -- a snapshot (backend_xmin) or an assigned transaction id (backend_xid) holds it back
+    WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND pid <> pg_backend_pid()
     UNION ALL
     SELECT 'prepared transaction', gid,
            extract(epoch FROM now() - prepared)::float8, age(transaction)
@@ -50,4 +51,4 @@ FROM (
     WHERE xmin IS NOT NULL
 ) AS holders
 ORDER BY xmin_age DESC NULLS LAST
-LIMIT 1;
+LIMIT %(limit)s;

@@ -1,0 +1,26 @@
+"""The operators' health report reads real statistics from the database."""
+
+from __future__ import annotations
+
+import psycopg
+
+from tickwork import App
+
+
+def test_report_lists_tables_and_indexes(app: App) -> None:
+    report = app.health()
+    names = {t.name for t in report.tables}
+    assert {"jobs", "executions", "audit_events", "workers"} <= names
+    assert any(i.name == "jobs_runnable_idx" for i in report.indexes)
+    assert all(t.table_bytes > 0 for t in report.tables)
+
+
+def test_old_open_transaction_is_named_in_a_warning(app: App, database_url: str) -> None:
+    with psycopg.connect(database_url, application_name="forgotten-report") as holder:
+        holder.execute("SELECT txid_current()")  # holds a snapshot and an xid, uncommitted
+        report = app.health(xmin_warning_seconds=1e-9)
+        assert report.oldest_xmin is not None
+        assert any("forgotten-report" in w and "held back vacuum" in w for w in report.warnings)
+        holder.rollback()
+        after = app.health(xmin_warning_seconds=1e-9)
+    assert not any("forgotten-report" in w for w in after.warnings)
