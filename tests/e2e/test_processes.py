@@ -89,10 +89,15 @@ def job_states(sql: Conn) -> dict[str, int]:
 # -- worker processes -----------------------------------------------------------------------
 
 
+PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+"""Resolved here, not in the child: between fork and exec only the call itself runs."""
+
+
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL it if the test process dies, so none is left over."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if _prctl is not None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass
@@ -176,7 +181,7 @@ class Fleet:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=_die_with_parent if _prctl is not None else None,
             )
         proc = WorkerProcess(name, popen, log_path, app_name)
         self.procs.append(proc)

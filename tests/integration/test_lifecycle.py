@@ -196,8 +196,7 @@ async def test_deferred_cancel_of_async_handler(app: App, background: Any) -> No
     async with background(app) as (_, outcomes):
         await asyncio.wait_for(started.wait(), outcomes.HANG_GUARD)
         requested = await asyncio.to_thread(app.cancel, job.id)
-        # the request is recorded; the running attempt decides the final state
-        assert requested.state is JobState.RUNNING
+        # the request is recorded; the running attempt (maybe already) decides the outcome
         assert requested.cancel_requested_at is not None
         outcome = await outcomes.for_job(job.id)
 

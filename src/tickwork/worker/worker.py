@@ -102,6 +102,8 @@ class _Running:
     interrupt: str | None = None  # "cancel" | "lease_lost" | "shutdown"
     in_handler: bool = False  # the runner is inside the handler (interrupts land there)
     cancel_sent: bool = False  # the runner task was cancelled by _interrupt
+    thread_result: asyncio.Future[Any] | None = None  # a sync handler's pending result
+    cut: bool = False  # interrupted by shutdown: _drain releases it instead of recording
 
 
 class Worker:
@@ -331,7 +333,7 @@ class Worker:
         job = running.job
         try:
             state, result_json, error = await self._invoke(running, task)
-            if running.interrupt == "shutdown":
+            if running.cut:
                 # handed back by _drain with execution_release_many, not recorded here
                 return Outcome(
                     job.id, running.execution_id, job.task, ExecutionState.RELEASED, None, error
@@ -339,7 +341,7 @@ class Worker:
             # Even after a lost lease the write is attempted: the statement fences it off.
             outcome = await self._record(running, task, state, result_json, error)
         finally:
-            if running.interrupt != "shutdown":
+            if not running.cut:
                 self._inflight.pop(running.execution_id, None)
         ok = outcome.execution_state is ExecutionState.SUCCEEDED
         level = logging.DEBUG if ok else logging.WARNING
@@ -390,10 +392,13 @@ class Worker:
                     call = functools.partial(
                         contextvars.copy_context().run, task.fn, *args, **job.args
                     )
-                    result = await asyncio.get_running_loop().run_in_executor(self._threads, call)
+                    loop = asyncio.get_running_loop()
+                    running.thread_result = loop.run_in_executor(self._threads, call)
+                    result = await running.thread_result
         except asyncio.CancelledError:
             if not running.cancel_sent:
                 raise  # not an interrupt of ours: the worker itself is being torn down
+            running.cut = running.interrupt == "shutdown"
             if running.interrupt == "cancel":
                 return (
                     ExecutionState.CANCELLED,
@@ -509,8 +514,10 @@ class Worker:
         # Async handlers get CancelledError at their next await (they may catch it and
         # finish); a sync handler cannot be interrupted and learns it from its context.
         # Only a runner inside its handler is cancelled, so the cancellation lands there.
+        finished_in_thread = running.thread_result is not None and running.thread_result.done()
         if (
             running.in_handler
+            and not finished_in_thread  # its result is in: let the runner record it
             and running.runner is not None
             and (running.is_async or reason == "shutdown")
         ):
