@@ -43,11 +43,9 @@ class Completer:
         self,
         execute: Callable[[str, dict[str, Any]], Awaitable[list[Row]]],
         *,
-        on_flush: Callable[[], None],
         max_batch: int = DEFAULT_COMPLETION_BATCH,
     ) -> None:
         self._execute = execute
-        self._on_flush = on_flush
         self._max_batch = max_batch
         self._pending: list[tuple[Completion, asyncio.Future[Row | None]]] = []
         self._writer: asyncio.Task[None] | None = None
@@ -76,7 +74,6 @@ class Completer:
             for completion, future in batch:
                 if not future.done():
                     future.set_result(by_execution.get(completion.execution_id))
-            self._on_flush()
 
 
 def _params(batch: list[tuple[Completion, asyncio.Future[Row | None]]]) -> dict[str, Any]:

@@ -53,6 +53,13 @@ COMPLETE_RETRY_FIRST_DELAY = 0.1
 RECONNECT_MAX_DELAY = 5.0
 """Longest pause between attempts to re-open the listen connection."""
 SHUTDOWN_SETTLE_TIMEOUT = 2.0
+WORKER_CONNECTION_OPTIONS: dict[str, Any] = {
+    "autocommit": True,
+    # The batch statements take arrays whose length varies from 1 to thousands; a cached
+    # generic plan chosen for one size can be orders of magnitude slower for another, so
+    # every execution is planned for its actual parameters (planning costs well under 1 ms).
+    "options": "-c plan_cache_mode=force_custom_plan",
+}
 """After the grace period, how long interrupted attempts get to unwind before release."""
 
 
@@ -154,8 +161,9 @@ class Worker:
         self._stop = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
         self._capacity_bound = False
+        self._busy = 0  # attempts whose handler has not returned yet (their slots are taken)
         self.watchdog: Watchdog | None = None
-        self._completer = Completer(self._execute_with_retry, on_flush=self._slots_freed)
+        self._completer = Completer(self._execute_with_retry)
         self.listening = asyncio.Event()
         """Set while the LISTEN connection is up (cleared when it drops)."""
 
@@ -193,7 +201,7 @@ class Worker:
             url,
             min_size=1,
             max_size=min(self.concurrency, 8) + 3,
-            kwargs={"autocommit": True},
+            kwargs=WORKER_CONNECTION_OPTIONS,
             open=False,
             name=f"tickwork-worker-{self.id}",
         )
@@ -281,7 +289,7 @@ class Worker:
     async def _claim_loop(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
-            free = self.concurrency - len(self._inflight)
+            free = self.concurrency - self._busy
             claimed: list[Row] = []
             if free > 0:
                 try:
@@ -324,6 +332,7 @@ class Worker:
         if task is not None and task.pass_context:
             running.ctx = JobContext(job=job, execution_id=execution_id, worker_id=self.id)
         self._inflight[execution_id] = running
+        self._busy += 1
         running.runner = asyncio.create_task(self._attempt(running, task))
         return running.runner
 
@@ -332,7 +341,14 @@ class Worker:
     async def _attempt(self, running: _Running, task: Task[Any, Any] | None) -> Outcome:
         job = running.job
         try:
-            state, result_json, error = await self._invoke(running, task)
+            try:
+                state, result_json, error = await self._invoke(running, task)
+            finally:
+                # The slot frees when the handler returns, not when its outcome is written:
+                # the next claim then overlaps with the previous batch's outcome write.
+                self._busy -= 1
+                if self._capacity_bound:
+                    self._wake.set()
             if running.cut:
                 # handed back by _drain with execution_release_many, not recorded here
                 return Outcome(
@@ -523,12 +539,6 @@ class Worker:
         ):
             running.cancel_sent = True
             running.runner.cancel()
-
-    def _slots_freed(self) -> None:
-        # Called after each batch of outcomes is written: the slots free up together, so
-        # the next claim takes a batch instead of one job per finished attempt.
-        if self._capacity_bound:
-            self._wake.set()
 
     def _on_notify(self, channel: str, payload: str) -> None:
         if channel == self._channels[0]:
