@@ -35,7 +35,7 @@ from tickwork.queue.enqueue import (
     JobRow,
     JobSpec,
     async_connection,
-    insert_params,
+    insert_plan,
     sync_connection,
 )
 from tickwork.task import Task, task_options
@@ -187,8 +187,8 @@ class App:
         job_rows = self._rows(jobs, created_by)
         if not job_rows:
             return []
-        params, position = insert_params(job_rows)
-        sql = self.db.statements["job_insert_many"]
+        plan = insert_plan(job_rows)
+        sql, params = self.db.statements[plan.statement], plan.params
 
         def run() -> list[Row]:
             if conn is not None:
@@ -197,7 +197,7 @@ class App:
                 return fetch(own, sql, params)
 
         rows = _translate(run)
-        return _in_order(rows, params["unique_keys"], position)
+        return _in_order(rows, plan.keys, plan.position)
 
     async def enqueue_many_async(
         self,
@@ -210,8 +210,8 @@ class App:
         job_rows = self._rows(jobs, created_by)
         if not job_rows:
             return []
-        params, position = insert_params(job_rows)
-        sql = self.db.statements["job_insert_many"]
+        plan = insert_plan(job_rows)
+        sql, params = self.db.statements[plan.statement], plan.params
         try:
             if conn is not None:
                 rows = await fetch_async(await async_connection(conn), sql, params)
@@ -221,7 +221,7 @@ class App:
                     rows = await fetch_async(own, sql, params)
         except psycopg.Error as exc:
             raise _database_error(exc) from exc
-        return _in_order(rows, params["unique_keys"], position)
+        return _in_order(rows, plan.keys, plan.position)
 
     # -- inspection and operator actions ------------------------------------------------
 

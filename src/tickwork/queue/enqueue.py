@@ -135,6 +135,41 @@ def check_unique_key(unique_key: Any) -> str | None:
     return unique_key
 
 
+@dataclass(frozen=True, slots=True)
+class InsertPlan:
+    """Which statement enqueues a batch, its parameters, and how results map back."""
+
+    statement: str
+    params: dict[str, Any]
+    keys: list[str | None]
+    """``unique_key`` of each row sent, in order."""
+    position: list[int]
+    """For each input row, the index of the row sent for it."""
+
+
+def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
+    """``job_insert`` for one job (the cheapest form), ``job_insert_many`` otherwise."""
+    if len(rows) == 1:
+        return InsertPlan("job_insert", insert_one_params(rows[0]), [rows[0].unique_key], [0])
+    params, position = insert_params(rows)
+    return InsertPlan("job_insert_many", params, params["unique_keys"], position)
+
+
+def insert_one_params(row: JobRow) -> dict[str, Any]:
+    """Parameters of ``job_insert`` (a single job)."""
+    return {
+        "queue": row.queue,
+        "task": row.task,
+        "args": row.args_json,
+        "priority": row.priority,
+        "max_attempts": row.max_attempts,
+        "run_at": row.run_at,
+        "timeout": row.timeout,
+        "unique_key": row.unique_key,
+        "created_by": row.created_by,
+    }
+
+
 def insert_params(rows: Sequence[JobRow]) -> tuple[dict[str, Any], list[int]]:
     """Parameters of ``job_insert_many`` and, per input row, the index of its result row.
 

@@ -35,6 +35,24 @@ SELECT inserted.*, NULL::jsonb AS error, (SELECT count(*) FROM notify) AS notifi
 FROM inserted
 ORDER BY inserted.id;
 
+-- name: job_insert
+-- One job: the same rules as job_insert_many, in the cheapest form (a single-row VALUES).
+WITH inserted AS (
+    INSERT INTO {schema}.jobs AS j
+        (queue, task, args, priority, max_attempts, run_at, timeout, unique_key, created_by)
+    VALUES (%(queue)s, %(task)s, %(args)s::jsonb, %(priority)s, %(max_attempts)s,
+            coalesce(%(run_at)s::timestamptz, now()), %(timeout)s, %(unique_key)s,
+            %(created_by)s)
+    ON CONFLICT (unique_key)
+        WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING')
+        DO UPDATE SET unique_key = EXCLUDED.unique_key  -- no-op, so RETURNING yields the holder
+    RETURNING j.*, (j.xmax <> 0) AS duplicate
+), notify AS (
+    SELECT pg_notify('{schema}.jobs', queue) FROM inserted WHERE NOT duplicate AND run_at <= now()
+)
+SELECT inserted.*, NULL::jsonb AS error, (SELECT count(*) FROM notify) AS notified
+FROM inserted;
+
 -- name: job_get
 -- One job with the error of its most recent failed attempt.
 SELECT j.*, false AS duplicate,
