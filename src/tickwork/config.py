@@ -54,6 +54,11 @@ DEFAULT_WATCHDOG_INTERVAL = 5.0
 DEFAULT_WATCHDOG_BATCH = 500
 DEFAULT_SHUTDOWN_GRACE = 25.0
 
+DEFAULT_RETENTION_INTERVAL = 60.0
+DEFAULT_RETENTION_BATCH = 5000
+DEFAULT_FINISHED_RETENTION = 24 * 3600.0
+DEFAULT_DEAD_LETTER_RETENTION = 7 * 24 * 3600.0
+
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
@@ -94,6 +99,18 @@ class WorkerSettings(BaseModel):
         return self
 
 
+class RetentionSettings(BaseModel):
+    """How long finished jobs are kept before workers delete them (with their executions)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    finished_after: float = Field(DEFAULT_FINISHED_RETENTION, gt=0)
+    dead_letter_after: float = Field(DEFAULT_DEAD_LETTER_RETENTION, gt=0)
+    interval: float = Field(DEFAULT_RETENTION_INTERVAL, gt=0)
+    batch: int = Field(DEFAULT_RETENTION_BATCH, ge=1)
+
+
 class Settings(BaseSettings):
     """All of tickwork's configuration."""
 
@@ -113,6 +130,7 @@ class Settings(BaseSettings):
     pool_max_size: int = Field(DEFAULT_POOL_MAX_SIZE, ge=1)
     connect_timeout: float = Field(DEFAULT_CONNECT_TIMEOUT, gt=0)
     worker: WorkerSettings = Field(default_factory=lambda: WorkerSettings())
+    retention: RetentionSettings = Field(default_factory=lambda: RetentionSettings())
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

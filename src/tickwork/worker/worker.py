@@ -37,6 +37,7 @@ from tickwork.db.database import Row, fetch_async
 from tickwork.errors import ConfigError, JobCancelled
 from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
+from tickwork.queue.retention import Retention
 from tickwork.queue.watchdog import Watchdog
 from tickwork.types import ErrorInfo, ExecutionState, Job, JobState
 from tickwork.worker.completer import Completer, Completion
@@ -163,6 +164,7 @@ class Worker:
         self._capacity_bound = False
         self._busy = 0  # attempts whose handler has not returned yet (their slots are taken)
         self.watchdog: Watchdog | None = None
+        self.retention: Retention | None = None
         self._completer = Completer(self._execute_with_retry)
         self.listening = asyncio.Event()
         """Set while the LISTEN connection is up (cleared when it drops)."""
@@ -209,6 +211,7 @@ class Worker:
         self._threads = ThreadPoolExecutor(
             max_workers=self.concurrency, thread_name_prefix="tickwork-task"
         )
+        self.retention = Retention(self._pool, self.statements, self.app.settings.retention)
         self.watchdog = Watchdog(
             self._pool,
             self.statements,
@@ -266,6 +269,10 @@ class Worker:
         if self.run_watchdog and self.watchdog is not None:
             self._background.append(
                 asyncio.create_task(self._watchdog_loop(), name="tickwork-watchdog")
+            )
+        if self.app.settings.retention.enabled and self.retention is not None:
+            self._background.append(
+                asyncio.create_task(self.retention.run(asyncio.Event()), name="tickwork-retention")
             )
         try:
             await self._claim_loop()

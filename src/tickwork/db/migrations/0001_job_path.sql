@@ -29,6 +29,9 @@ CREATE INDEX jobs_runnable_idx ON {schema}.jobs (queue, priority DESC, run_at, i
 CREATE UNIQUE INDEX jobs_unique_key_idx ON {schema}.jobs (unique_key)
     WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING');
 
+-- Retention deletes finished jobs oldest first.
+CREATE INDEX jobs_finished_idx ON {schema}.jobs (finished_at) WHERE finished_at IS NOT NULL;
+
 CREATE TABLE {schema}.executions (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     -- No foreign key: its check would lock the job row on every claim. Executions are

@@ -217,3 +217,27 @@ LEFT JOIN changed c ON c.id = t.id;
 
 -- name: job_count_by_state
 SELECT state, count(*) AS n FROM {schema}.jobs GROUP BY state;
+
+-- name: job_prune_finished
+-- Retention: delete jobs that finished before their window, with their executions, a batch
+-- at a time. PENDING, FAILED (awaiting retry) and RUNNING jobs are never touched. SKIP
+-- LOCKED: several processes may prune at once without waiting on each other.
+WITH doomed AS (
+    SELECT id
+    FROM {schema}.jobs
+    WHERE finished_at < now() - make_interval(secs => least(%(finished_after)s,
+                                                            %(dead_letter_after)s))
+      AND (
+        (state IN ('SUCCEEDED', 'CANCELLED')
+            AND finished_at < now() - make_interval(secs => %(finished_after)s))
+        OR (state = 'DEAD_LETTER'
+            AND finished_at < now() - make_interval(secs => %(dead_letter_after)s))
+      )
+    ORDER BY finished_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), executions_gone AS (
+    DELETE FROM {schema}.executions WHERE job_id = ANY(ARRAY(SELECT id FROM doomed))
+)
+DELETE FROM {schema}.jobs WHERE id = ANY(ARRAY(SELECT id FROM doomed))
+RETURNING id;

@@ -1,0 +1,74 @@
+"""Retention: finished jobs (and their executions) are deleted after a window, so the tables
+the claim and the watchdog work on stay the size of the live work, not of all history.
+
+SUCCEEDED and CANCELLED jobs go after ``retention.finished_after``; DEAD_LETTER ones after
+``retention.dead_letter_after`` (longer: an operator may still retry them). Jobs that may
+still run are never deleted. Safe in any number of processes at once (SKIP LOCKED).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.config import RetentionSettings
+from tickwork.db.database import fetch_async
+from tickwork.db.statements import Statements
+
+log = logging.getLogger("tickwork.retention")
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    """What one retention pass deleted."""
+
+    deleted: int
+    """Jobs deleted (their executions went with them)."""
+
+
+class Retention:
+    """Deletes finished jobs past their retention window, a batch at a time."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], statements: Statements, settings: RetentionSettings
+    ) -> None:
+        self.pool = pool
+        self.statements = statements
+        self.settings = settings
+
+    async def run_once(self) -> PruneResult:
+        """Delete everything past its window now."""
+        deleted = 0
+        params = {
+            "finished_after": self.settings.finished_after,
+            "dead_letter_after": self.settings.dead_letter_after,
+            "limit": self.settings.batch,
+        }
+        while True:
+            async with self.pool.connection() as conn:
+                found = await fetch_async(conn, self.statements["job_prune_finished"], params)
+            deleted += len(found)
+            if len(found) < self.settings.batch:
+                break
+        if deleted:
+            log.info("deleted finished jobs past retention", extra={"deleted": deleted})
+        return PruneResult(deleted)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run passes on the interval (with jitter) until ``stop`` is set."""
+        while not stop.is_set():
+            try:
+                await self.run_once()
+            except (psycopg.Error, OSError) as exc:
+                log.error("retention pass failed", extra={"error": str(exc)})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    stop.wait(), self.settings.interval * random.uniform(0.9, 1.1)
+                )
