@@ -28,6 +28,7 @@ DEFAULT_COMPLETION_BATCH = 1000
 class Completion:
     """One attempt's outcome, waiting to be written."""
 
+    job_id: int
     execution_id: int
     state: ExecutionState
     result_json: str | None
@@ -79,6 +80,7 @@ class Completer:
 def _params(batch: list[tuple[Completion, asyncio.Future[Row | None]]]) -> dict[str, Any]:
     items = [completion for completion, _ in batch]
     return {
+        "job_ids": [c.job_id for c in items],
         "execution_ids": [c.execution_id for c in items],
         "outcomes": [c.state.value for c in items],
         "results": [c.result_json for c in items],

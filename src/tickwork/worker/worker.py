@@ -488,7 +488,7 @@ class Worker:
         if state is ExecutionState.FAILED and task is not None:
             delay = retry_delay(task.options.backoff, job.attempts)
         row = await self._completer.submit(
-            Completion(running.execution_id, state, result_json, error, delay)
+            Completion(job.id, running.execution_id, state, result_json, error, delay)
         )
         if row is None:
             log.warning(
@@ -508,7 +508,11 @@ class Worker:
             return
         found = await self._execute(
             "execution_renew_leases",
-            {"execution_ids": ids, "lease_ttl": self.settings.lease_ttl},
+            {
+                "job_ids": [self._inflight[i].job.id for i in ids if i in self._inflight],
+                "execution_ids": ids,
+                "lease_ttl": self.settings.lease_ttl,
+            },
         )
         alive = {row["id"]: row["cancel_requested"] for row in found}
         for execution_id in ids:
@@ -617,7 +621,10 @@ class Worker:
         if settling:
             await asyncio.wait(settling, timeout=SHUTDOWN_SETTLE_TIMEOUT)
         ids = [r.execution_id for r in left]
-        released = await self._execute_with_retry("execution_release_many", {"execution_ids": ids})
+        released = await self._execute_with_retry(
+            "execution_release_many",
+            {"job_ids": [r.job.id for r in left], "execution_ids": ids},
+        )
         for running in left:
             self._inflight.pop(running.execution_id, None)
             if running.runner is not None and not running.runner.done():

@@ -32,8 +32,10 @@ CREATE UNIQUE INDEX jobs_unique_key_idx ON {schema}.jobs (unique_key)
 -- Retention deletes finished jobs oldest first.
 CREATE INDEX jobs_finished_idx ON {schema}.jobs (finished_at) WHERE finished_at IS NOT NULL;
 
+-- Keyed by (job_id, id): the one index that serves both "this attempt" and "the attempts of
+-- this job", so an attempt costs two index entries (this and the live-attempt index).
 CREATE TABLE {schema}.executions (
-    id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id               bigint GENERATED ALWAYS AS IDENTITY,
     -- No foreign key: its check would lock the job row on every claim. Executions are
     -- written only by statements that have just read or locked their job, and deleted with it.
     job_id           bigint      NOT NULL,
@@ -44,10 +46,9 @@ CREATE TABLE {schema}.executions (
     started_at       timestamptz NOT NULL DEFAULT now(),
     lease_expires_at timestamptz NOT NULL,
     finished_at      timestamptz,
-    error            jsonb
+    error            jsonb,
+    PRIMARY KEY (job_id, id)
 );
-
-CREATE INDEX executions_job_idx ON {schema}.executions (job_id, id);
 
 -- Exclusivity enforced by the database: a job never has two live attempts. The watchdog
 -- scans this index too: it holds only live attempts (at most the workers' total

@@ -7,7 +7,8 @@
 UPDATE {schema}.executions e
 SET lease_expires_at = now() + make_interval(secs => %(lease_ttl)s)
 FROM {schema}.jobs j
-WHERE e.id = ANY(%(execution_ids)s::bigint[])
+WHERE e.job_id = ANY(%(job_ids)s::bigint[])  -- the primary key's leading column
+  AND e.id = ANY(%(execution_ids)s::bigint[])
   AND e.state = 'RUNNING'  -- fencing: never revive a reclaimed attempt
   AND j.id = e.job_id
 RETURNING e.id, (j.cancel_requested_at IS NOT NULL) AS cancel_requested;
@@ -18,7 +19,7 @@ RETURNING e.id, (j.cancel_requested_at IS NOT NULL) AS cancel_requested;
 -- requested). SKIP LOCKED: an execution being completed right now is left to its worker.
 -- Execution locked first, then the job.
 WITH expired AS (
-    SELECT id
+    SELECT id, job_id
     FROM {schema}.executions
     WHERE state = 'RUNNING' AND lease_expires_at < now()
     ORDER BY lease_expires_at
@@ -32,7 +33,7 @@ WITH expired AS (
             'message', 'lease expired at ' || e.lease_expires_at || ' without renewal',
             'traceback', '')
     FROM expired x
-    WHERE e.id = x.id AND e.state = 'RUNNING'
+    WHERE e.job_id = x.job_id AND e.id = x.id AND e.state = 'RUNNING'
     RETURNING e.id, e.job_id, e.worker_id
 ), reclaimed AS (
     UPDATE {schema}.jobs j
@@ -73,7 +74,8 @@ FROM reclaimed r;
 WITH released AS (
     UPDATE {schema}.executions e
     SET state = 'RELEASED', finished_at = now()
-    WHERE e.id = ANY(%(execution_ids)s::bigint[])
+    WHERE e.job_id = ANY(%(job_ids)s::bigint[])  -- the primary key's leading column
+      AND e.id = ANY(%(execution_ids)s::bigint[])
       AND e.state = 'RUNNING'  -- fencing
     RETURNING e.id, e.job_id, e.worker_id
 ), returned AS (

@@ -110,15 +110,15 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 WITH done AS (
     SELECT *
     FROM unnest(
-        %(execution_ids)s::bigint[], %(outcomes)s::text[], %(results)s::jsonb[],
-        %(errors)s::jsonb[], %(retry_delays)s::float8[]
-    ) AS d(execution_id, outcome, result, error, retry_delay)
+        %(job_ids)s::bigint[], %(execution_ids)s::bigint[], %(outcomes)s::text[],
+        %(results)s::jsonb[], %(errors)s::jsonb[], %(retry_delays)s::float8[]
+    ) AS d(job_id, execution_id, outcome, result, error, retry_delay)
 ), fenced AS (
     UPDATE {schema}.executions e
     SET state = d.outcome, finished_at = now(), error = d.error
     FROM done d
-    WHERE e.id = d.execution_id
-      AND e.id = ANY(%(execution_ids)s::bigint[])  -- lets the planner go by primary key
+    WHERE e.job_id = d.job_id AND e.id = d.execution_id  -- the primary key
+      AND e.job_id = ANY(%(job_ids)s::bigint[])  -- lets the planner go by primary key
       AND e.state = 'RUNNING'  -- fencing: a reclaimed or released attempt must not complete
     RETURNING e.id, e.job_id, e.worker_id, d.outcome, d.result, d.retry_delay
 ), finished AS (
