@@ -3,7 +3,8 @@
 Workloads (each on a schema of its own, emptied first):
 - enqueue-single: one ``enqueue`` per transaction, one after another;
 - enqueue-batch: ``enqueue_many`` in batches of ``--batch`` jobs;
-- drain: pre-enqueued no-op jobs run by ``--processes`` worker processes (1 = in this process);
+- drain: pre-enqueued no-op jobs run by ``--processes`` worker processes (1 = in this process),
+  timed from the first claim to the last outcome on the database clock;
 - latency: an idle worker; jobs enqueued at ``--rate`` per second; time from the enqueue's
   commit to the handler starting.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -145,17 +147,28 @@ def _fill(app: App, jobs: int) -> None:
         conn.execute(f"VACUUM ANALYZE {app.settings.schema_name}.jobs")
 
 
+RSS_EARLY_MARK = 50_000
+"""Jobs after which the drain notes the worker's peak RSS, to compare with the end."""
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+
+
 async def _drain_here(
     app: App, jobs: int, concurrency: int, progress: Callable[[int], None]
-) -> float:
+) -> dict[str, float]:
     done = 0
     finished = asyncio.Event()
+    memory: dict[str, float] = {}
 
     def on_finished(outcome: Outcome) -> None:
         nonlocal done
         done += 1
         if done % 1000 == 0:
             progress(done)
+        if done == RSS_EARLY_MARK:
+            memory["peak_rss_mb_at_50k"] = round(_peak_rss_mb(), 1)
         if done >= jobs:
             finished.set()
 
@@ -166,10 +179,11 @@ async def _drain_here(
     start = time.perf_counter()
     running = asyncio.create_task(worker.run())
     await finished.wait()
-    seconds = time.perf_counter() - start
+    memory["peak_rss_mb_at_end"] = round(_peak_rss_mb(), 1)
+    memory["wall_seconds"] = round(time.perf_counter() - start, 3)
     worker.request_stop()
     await running
-    return seconds
+    return memory
 
 
 def _drain_processes(
@@ -214,20 +228,34 @@ def _drain_processes(
             proc.wait(30)
 
 
+def _drain_span(app: App) -> float:
+    """Seconds from the first claim to the last outcome, on the database clock (process
+    start-up is not counted)."""
+    schema = app.settings.schema_name
+    with app.db.pool().connection() as conn:
+        row = conn.execute(
+            f"SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8"
+            f" FROM {schema}.executions"
+        ).fetchone()
+    return float(row[0]) if row and row[0] else 0.0
+
+
 def bench_drain(
     app: App, jobs: int, concurrency: int, processes: int, progress: Callable[[int], None]
 ) -> BenchResult:
     _fill(app, jobs)
+    details: dict[str, Any] = {"concurrency": concurrency, "processes": processes}
     if processes <= 1:
-        seconds = asyncio.run(_drain_here(app, jobs, concurrency, progress))
+        details |= asyncio.run(_drain_here(app, jobs, concurrency, progress))
     else:
-        seconds = _drain_processes(app, jobs, concurrency, processes, progress)
+        _drain_processes(app, jobs, concurrency, processes, progress)
+    seconds = _drain_span(app)
     return BenchResult(
         "drain",
         jobs,
         seconds,
         jobs / seconds,
-        {"concurrency": concurrency, "processes": processes},
+        details,
     )
 
 
