@@ -30,7 +30,7 @@ from tickwork.worker.worker import Outcome
 
 BENCH_SCHEMA = "tickwork_bench"
 BENCH_QUEUE = "bench"
-WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency")
+WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency", "steady")
 NOOP = "bench.noop"
 STAMP = "bench.stamp"
 
@@ -315,6 +315,85 @@ def bench_latency(app: App, jobs: int, rate: float, progress: Callable[[int], No
     )
 
 
+STEADY_RETENTION_SECONDS = 60.0
+"""In the steady workload finished jobs are kept this long, then deleted by retention."""
+STEADY_SAMPLE_EVERY = 60.0
+STEADY_EARLY_MARK = 300.0
+
+
+def _sizes(app: App) -> dict[str, Any]:
+    from tickwork.health import check
+
+    with app.db.pool().connection() as conn:
+        report = check(conn, app.db.statements)
+    out: dict[str, Any] = {}
+    for table in report.tables:
+        if table.name in ("jobs", "executions"):
+            out[f"{table.name}_kb"] = (table.table_bytes + table.index_bytes) // 1024
+            out[f"{table.name}_dead"] = table.dead_tuples
+            out[f"{table.name}_hot_ratio"] = (
+                None if table.hot_ratio is None else round(table.hot_ratio, 3)
+            )
+    return out
+
+
+async def _steady(
+    app: App, rate: float, duration: float, concurrency: int, progress: Callable[[int], None]
+) -> dict[str, Any]:
+    """Enqueue at ``rate`` jobs/s (a batch every 100 ms) while a worker drains, with a short
+    retention window; sample table and index sizes."""
+    worker = app.worker(queues=[BENCH_QUEUE], concurrency=concurrency, poll_interval=0.5)
+    running = asyncio.create_task(worker.run())
+    samples: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    next_sample = STEADY_SAMPLE_EVERY
+    enqueued = 0
+    tick = 0.1
+    while (elapsed := time.perf_counter() - start) < duration:
+        due = int(rate * elapsed) - enqueued
+        if due > 0:
+            await app.enqueue_many_async([JobSpec(NOOP, {"n": enqueued + i}) for i in range(due)])
+            enqueued += due
+        if elapsed >= next_sample:
+            sample = await asyncio.to_thread(_sizes, app)
+            sample["minute"] = round(elapsed / 60, 1)
+            samples.append(sample)
+            next_sample += STEADY_SAMPLE_EVERY
+        progress(int(elapsed))
+        await asyncio.sleep(tick)
+    worker.request_stop()
+    await running
+    final = await asyncio.to_thread(_sizes, app)
+    final["minute"] = round((time.perf_counter() - start) / 60, 1)
+    samples.append(final)
+    early = next((s for s in samples if s["minute"] * 60 >= STEADY_EARLY_MARK), samples[0])
+    return {
+        "rate": rate,
+        "duration_s": duration,
+        "enqueued": enqueued,
+        "at_5_min": early,
+        "at_end": final,
+        "samples": samples,
+    }
+
+
+def bench_steady(
+    app: App, rate: float, duration: float, concurrency: int, progress: Callable[[int], None]
+) -> BenchResult:
+    """Table health under a constant load: sizes after 5 minutes versus at the end."""
+    reset(app)
+    steady_app = make_app(
+        database_url=app.db.url,
+        schema=app.settings.schema_name,
+        retention={"finished_after": STEADY_RETENTION_SECONDS, "interval": 10.0},
+    )
+    try:
+        details = asyncio.run(_steady(steady_app, rate, duration, concurrency, progress))
+    finally:
+        steady_app.close()
+    return BenchResult("steady", int(details["enqueued"]), duration, rate, details)
+
+
 def run(
     workloads: list[str],
     *,
@@ -324,6 +403,8 @@ def run(
     batch: int,
     rate: float,
     latency_jobs: int,
+    duration: float = 1800.0,
+    steady_rate: float = 5000.0,
     progress_factory: Callable[[str, int], Callable[[int], None]],
     app: App | None = None,
 ) -> tuple[Environment, list[BenchResult]]:
@@ -346,6 +427,9 @@ def run(
                 results.append(
                     bench_drain(the_app, jobs, concurrency, processes, progress_factory(name, jobs))
                 )
+            elif name == "steady":
+                hook = progress_factory(name, int(duration))
+                results.append(bench_steady(the_app, steady_rate, duration, concurrency, hook))
             elif name == "latency":
                 results.append(
                     bench_latency(the_app, latency_jobs, rate, progress_factory(name, latency_jobs))

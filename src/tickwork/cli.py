@@ -13,7 +13,8 @@ from tickwork import logs
 from tickwork.app import App
 from tickwork.errors import TickworkError
 
-_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency")
+_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency", "steady")
+_DEFAULT_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency")
 
 cli = typer.Typer(
     name="tickwork",
@@ -92,13 +93,17 @@ def demo(log_level: LogLevel = "ERROR") -> None:
 def bench(
     workloads: Annotated[
         str, typer.Option("--workload", "-w", help="Comma-separated: " + ", ".join(_WORKLOADS))
-    ] = ",".join(_WORKLOADS),
+    ] = ",".join(_DEFAULT_WORKLOADS),
     jobs: Annotated[int, typer.Option(help="Jobs per throughput workload.", min=1)] = 20_000,
     concurrency: Annotated[int, typer.Option(help="Worker concurrency (drain).", min=1)] = 200,
     processes: Annotated[int, typer.Option(help="Worker processes (drain).", min=1)] = 1,
     batch: Annotated[int, typer.Option(help="Batch size (enqueue-batch).", min=1)] = 1000,
     rate: Annotated[float, typer.Option(help="Jobs per second (latency).", min=0.1)] = 50.0,
     latency_jobs: Annotated[int, typer.Option(help="Jobs measured (latency).", min=10)] = 500,
+    steady_rate: Annotated[
+        float, typer.Option(help="Jobs per second enqueued (steady).", min=1)
+    ] = 5000.0,
+    duration: Annotated[float, typer.Option(help="Seconds (steady).", min=10)] = 1800.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Measure enqueue, drain and pickup latency (on the embedded database by default)."""
@@ -133,6 +138,8 @@ def bench(
             rate=rate,
             latency_jobs=latency_jobs,
             progress_factory=factory,
+            duration=duration,
+            steady_rate=steady_rate,
         )
     if as_json:
         typer.echo(json.dumps(bench_module.as_json(env, results), indent=2))
@@ -146,7 +153,7 @@ def bench(
     for column in ("workload", "jobs", "seconds", "jobs/s", "details"):
         table.add_column(column)
     for r in results:
-        details = ", ".join(f"{k}={v}" for k, v in r.details.items())
+        details = ", ".join(f"{k}={v}" for k, v in r.details.items() if k != "samples")
         rate_text = "-" if r.workload == "latency" else f"{r.per_second:,.0f}"
         table.add_row(r.workload, f"{r.jobs:,}", f"{r.seconds:.2f}", rate_text, details)
     console.print(table)

@@ -1,0 +1,84 @@
+"""The command line as a user runs it: demo, migrate, doctor, bench."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def tickwork(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tickwork", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_demo_settles_every_job_and_prints_a_summary(db_env: dict[str, str]) -> None:
+    done = tickwork(db_env, "demo")
+    assert done.returncode == 0, done.stderr
+    for expected in ("SUCCEEDED", "DEAD_LETTER", "CANCELLED", "job.dead_lettered"):
+        assert expected in done.stdout
+    assert "job.cancel_requested" in done.stdout  # the deferred cancel of a running job
+
+
+def test_migrate_is_idempotent_and_doctor_reports(db_env: dict[str, str]) -> None:
+    first = tickwork(db_env, "migrate")
+    assert first.returncode == 0, first.stderr
+    assert "schema is up to date" in first.stdout  # the session fixture migrated already
+    doctor = tickwork(db_env, "doctor", "--xmin-warning", "86400")
+    assert doctor.returncode in (0, 1), doctor.stderr  # 1 only when it has warnings
+    assert "jobs_runnable_idx" in doctor.stdout
+    assert "xmin horizon" in doctor.stdout
+
+
+@pytest.fixture
+def bench_env(db_env: dict[str, str]) -> Iterator[dict[str, str]]:
+    schema = db_env["TICKWORK_SCHEMA"] + "_bench"
+    yield dict(db_env, TICKWORK_SCHEMA=schema)
+    with psycopg.connect(db_env["TICKWORK_DATABASE_URL"], autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def test_bench_runs_every_workload_and_prints_json(bench_env: dict[str, str]) -> None:
+    env = bench_env
+    done = tickwork(
+        env,
+        "bench",
+        "--json",
+        "--jobs",
+        "300",
+        "--concurrency",
+        "50",
+        "--latency-jobs",
+        "20",
+        "--rate",
+        "200",
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["environment"]["postgres"]
+    assert "synchronous_commit" in report["environment"]["settings"]
+    by_name = {r["workload"]: r for r in report["results"]}
+    assert set(by_name) == {"enqueue-single", "enqueue-batch", "drain", "latency"}
+    assert all(r["per_second"] > 0 for r in report["results"])
+    assert by_name["latency"]["details"]["p99_ms"] >= by_name["latency"]["details"]["p50_ms"]
+
+
+def test_bad_options_get_a_clear_error(db_env: dict[str, str]) -> None:
+    done = tickwork(db_env, "bench", "--workload", "sprint")
+    assert done.returncode != 0
+    assert "--workload ('sprint') must be one of" in done.stderr
+    bad = tickwork(dict(db_env, TICKWORK_WORKER__LEASE_TTL="1"), "worker")
+    assert bad.returncode == 2
+    assert "worker.lease_ttl (1.0s) must be greater than" in bad.stderr
