@@ -43,6 +43,7 @@ from tickwork.types import AuditEvent, Execution, Job
 
 if TYPE_CHECKING:
     from tickwork.health import Health
+    from tickwork.leases import Leader
     from tickwork.worker.worker import Worker
 
 P = ParamSpec("P")
@@ -283,6 +284,12 @@ class App:
             raise JobNotFoundError(job_id)
         if found[0]["state"] is None:
             raise JobStateError(job_id, found[0]["previous_state"], operation, allowed)
+
+    def leaders(self) -> list[Leader]:
+        """Who holds each leader lease, and until when (database time)."""
+        from tickwork.leases import leader
+
+        return [leader(r) for r in self._query("lease_list", {})]
 
     def health(self, *, xmin_warning_seconds: float | None = None) -> Health:
         """Table sizes, dead tuples, HOT ratio and the oldest transaction holding back

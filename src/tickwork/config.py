@@ -54,6 +54,9 @@ DEFAULT_WATCHDOG_INTERVAL = 5.0
 DEFAULT_WATCHDOG_BATCH = 500
 DEFAULT_SHUTDOWN_GRACE = 25.0
 
+DEFAULT_LEASE_HEARTBEAT = 15.0
+DEFAULT_LEADER_LEASE_TTL = 30.0
+
 DEFAULT_RETENTION_INTERVAL = 60.0
 DEFAULT_RETENTION_BATCH = 5000
 DEFAULT_FINISHED_RETENTION = 24 * 3600.0
@@ -99,6 +102,24 @@ class WorkerSettings(BaseModel):
         return self
 
 
+class LeaseSettings(BaseModel):
+    """Leader leases: how often each process competes, and how long a win lasts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    heartbeat: float = Field(DEFAULT_LEASE_HEARTBEAT, gt=0)
+    ttl: float = Field(DEFAULT_LEADER_LEASE_TTL, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> LeaseSettings:
+        if self.ttl <= self.heartbeat:
+            raise ValueError(
+                f"leases.ttl ({self.ttl}s) must be greater than leases.heartbeat "
+                f"({self.heartbeat}s), or leases flap between holders"
+            )
+        return self
+
+
 class RetentionSettings(BaseModel):
     """How long finished jobs are kept before workers delete them (with their executions)."""
 
@@ -131,6 +152,7 @@ class Settings(BaseSettings):
     connect_timeout: float = Field(DEFAULT_CONNECT_TIMEOUT, gt=0)
     worker: WorkerSettings = Field(default_factory=lambda: WorkerSettings())
     retention: RetentionSettings = Field(default_factory=lambda: RetentionSettings())
+    leases: LeaseSettings = Field(default_factory=lambda: LeaseSettings())
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

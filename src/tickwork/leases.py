@@ -1,0 +1,175 @@
+"""Leader leases: named roles held in a row by one process at a time, on the database clock.
+
+Every process competing for roles runs a :class:`LeaseManager`. Each heartbeat it acquires
+or renews all its roles with ONE statement (``lease_attempt_elect``): a lease is taken over
+only when it is the holder's own or has expired. The answer lists the roles held and the
+database's now(), which the manager turns into a local deadline measured from *before* the
+request was sent, so a holder never believes it holds a lease later than the database says
+it expires. A process paused past its deadline (SIGSTOP, a long GC, a frozen VM) finds on
+waking that it no longer holds anything, before it does any leader work.
+
+Holder ids are host name + start time + a random suffix, so a restarted process never
+inherits the lease its previous life held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import os
+import random
+import secrets
+import socket
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.config import LeaseSettings
+from tickwork.db.database import fetch_async
+from tickwork.db.statements import Statements
+
+log = logging.getLogger("tickwork.leases")
+
+
+class Role(enum.StrEnum):
+    """The singleton duties a lease gates."""
+
+    SCHEDULER = "SCHEDULER"
+    """Materialises due schedules into jobs."""
+    WATCHDOG = "WATCHDOG"
+    """Reclaims attempts whose lease expired (safe without it; the lease saves duplicate scans)."""
+    RETENTION = "RETENTION"
+    """Deletes finished jobs past their window."""
+    SIGNAL_MASTER = "SIGNAL_MASTER"
+    """Processes matured signals."""
+    SWEEP_MASTER = "SWEEP_MASTER"
+    """Runs reactors' sweeps."""
+
+
+def new_holder_id() -> str:
+    """``host:start-time:random`` — unique per process life."""
+    started = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    return f"{socket.gethostname()}:{os.getpid()}:{started}:{secrets.token_hex(4)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """Who holds a lease, per the database."""
+
+    name: str
+    """The role."""
+    holder: str
+    """Holder id of the process that holds (or last held) it."""
+    acquired_at: datetime
+    """When this holder took it."""
+    renewed_at: datetime
+    """Its last renewal."""
+    expires_at: datetime
+    """Until when it is held unless renewed."""
+    live: bool
+    """False once ``expires_at`` has passed: anyone may take it over."""
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    """What one heartbeat won."""
+
+    held: frozenset[str]
+    """Roles this process holds after the heartbeat."""
+    gained: frozenset[str]
+    """Roles it did not hold before."""
+    lost: frozenset[str]
+    """Roles it held before and holds no longer."""
+
+
+class LeaseManager:
+    """Competes for ``roles`` every heartbeat; :meth:`holds` answers from a local deadline."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        statements: Statements,
+        settings: LeaseSettings,
+        roles: Iterable[str],
+        *,
+        holder_id: str | None = None,
+    ) -> None:
+        self.pool = pool
+        self.statements = statements
+        self.settings = settings
+        self.roles = sorted({str(r) for r in roles})
+        self.holder_id = holder_id or new_holder_id()
+        self._deadlines: dict[str, float] = {}  # role -> time.monotonic() deadline
+
+    def holds(self, role: str) -> bool:
+        """True while this process holds ``role`` (never past the database's expiry)."""
+        deadline = self._deadlines.get(str(role))
+        return deadline is not None and time.monotonic() < deadline
+
+    @property
+    def held(self) -> frozenset[str]:
+        """Roles held right now."""
+        return frozenset(r for r in self.roles if self.holds(r))
+
+    async def run_once(self) -> ElectionResult:
+        """One heartbeat: acquire or renew every role in one statement."""
+        before = self.held
+        sent = time.monotonic()
+        async with self.pool.connection() as conn:
+            found = await fetch_async(
+                conn,
+                self.statements["lease_attempt_elect"],
+                {"holder": self.holder_id, "names": self.roles, "ttl": self.settings.ttl},
+            )
+        self._deadlines = {
+            row["name"]: sent + (row["expires_at"] - row["db_now"]).total_seconds() for row in found
+        }
+        after = self.held
+        result = ElectionResult(after, after - before, before - after)
+        for role in sorted(result.gained):
+            log.info("lease acquired", extra={"role": role, "holder": self.holder_id})
+        for role in sorted(result.lost):
+            log.warning("lease lost", extra={"role": role, "holder": self.holder_id})
+        return result
+
+    async def release(self) -> None:
+        """Give up every lease this process holds (clean shutdown)."""
+        self._deadlines = {}
+        async with self.pool.connection() as conn:
+            await fetch_async(
+                conn,
+                self.statements["lease_release"],
+                {"holder": self.holder_id, "names": self.roles},
+            )
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Heartbeat (with jitter) until ``stop`` is set, then release."""
+        while not stop.is_set():
+            try:
+                await self.run_once()
+            except (psycopg.Error, OSError) as exc:
+                log.error("lease heartbeat failed", extra={"error": str(exc)})
+            delay = self.settings.heartbeat * random.uniform(0.9, 1.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+        with contextlib.suppress(psycopg.Error, OSError):
+            await self.release()
+
+
+def leader(row: dict[str, Any]) -> Leader:
+    """A ``lease_list`` row as a :class:`Leader`."""
+    return Leader(
+        name=row["name"],
+        holder=row["holder"],
+        acquired_at=row["acquired_at"],
+        renewed_at=row["renewed_at"],
+        expires_at=row["expires_at"],
+        live=row["live"],
+    )
