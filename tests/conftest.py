@@ -20,7 +20,7 @@ import pytest
 
 from tickwork import App, Outcome, Worker
 
-TABLES = ("audit_events", "executions", "jobs", "workers")
+TABLES = ("audit_events", "executions", "jobs", "leases", "workers")
 
 
 @pytest.fixture(scope="session")

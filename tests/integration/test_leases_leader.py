@@ -42,7 +42,6 @@ def wait_until_expired(sql: psycopg.Connection[Any], name: str) -> None:
 async def test_first_holder_wins_the_other_waits(
     app: App, pool: AsyncConnectionPool[Any], sql: psycopg.Connection[Any]
 ) -> None:
-    sql.execute("TRUNCATE leases")
     a, b = manager(app, pool), manager(app, pool)
     won = await a.run_once()
     assert won.held == won.gained == {"SCHEDULER", "RETENTION"}
@@ -57,7 +56,6 @@ async def test_first_holder_wins_the_other_waits(
 async def test_lapsed_lease_is_taken_over_and_the_old_holder_knows_before_renewing(
     app: App, pool: AsyncConnectionPool[Any], sql: psycopg.Connection[Any]
 ) -> None:
-    sql.execute("TRUNCATE leases")
     a, b = manager(app, pool), manager(app, pool)
     await a.run_once()
     # a stops heart-beating (paused, partitioned); its own deadline is conservative:
@@ -74,7 +72,6 @@ async def test_lapsed_lease_is_taken_over_and_the_old_holder_knows_before_renewi
 async def test_local_deadline_never_outlives_the_database_expiry(
     app: App, pool: AsyncConnectionPool[Any], sql: psycopg.Connection[Any]
 ) -> None:
-    sql.execute("TRUNCATE leases")
     a = manager(app, pool)
     await a.run_once()
     remaining_local = a._deadlines["SCHEDULER"] - time.monotonic()
@@ -88,7 +85,6 @@ async def test_local_deadline_never_outlives_the_database_expiry(
 async def test_release_hands_over_at_the_next_heartbeat(
     app: App, pool: AsyncConnectionPool[Any], sql: psycopg.Connection[Any]
 ) -> None:
-    sql.execute("TRUNCATE leases")
     a, b = manager(app, pool), manager(app, pool)
     await a.run_once()
     await a.release()
