@@ -32,6 +32,7 @@ from tickwork.queue import rows as decode
 from tickwork.queue.backoff import Backoff
 from tickwork.queue.enqueue import (
     DEFAULT_CREATED_BY,
+    InsertPlan,
     JobRow,
     JobSpec,
     async_connection,
@@ -198,7 +199,7 @@ class App:
                 return fetch(own, sql, params)
 
         rows = _translate(run)
-        return _in_order(rows, plan.keys, plan.position)
+        return _in_order(rows, plan)
 
     async def enqueue_many_async(
         self,
@@ -222,7 +223,7 @@ class App:
                     rows = await fetch_async(own, sql, params)
         except psycopg.Error as exc:
             raise _database_error(exc) from exc
-        return _in_order(rows, plan.keys, plan.position)
+        return _in_order(rows, plan)
 
     # -- inspection and operator actions ------------------------------------------------
 
@@ -350,16 +351,19 @@ def _as_spec(item: JobSpec | Mapping[str, Any], index: int) -> JobSpec:
     raise EnqueueError(f"jobs[{index}]", item, "must be a JobSpec or a mapping")
 
 
-def _in_order(found: list[Row], keys: list[str | None], position: list[int]) -> list[Job]:
+def _in_order(found: list[Row], plan: InsertPlan) -> list[Job]:
     """Jobs in input order. New rows got ids in input order; a duplicate has the older id of
     the job holding its key, so keyed rows are matched by key and the rest by id order."""
     by_key = {r["unique_key"]: r for r in found if r["unique_key"] is not None}
     fresh = iter(sorted((r for r in found if r["unique_key"] is None), key=lambda r: r["id"]))
-    per_sent = [by_key[k] if k is not None else next(fresh) for k in keys]
+    per_sent = [
+        decode.inserted_job(row, by_key[row.unique_key] if row.unique_key else next(fresh))
+        for row in plan.sent
+    ]
     jobs: list[Job] = []
     seen: set[int] = set()
-    for sent_index in position:
-        job = decode.job(per_sent[sent_index])
+    for sent_index in plan.position:
+        job = per_sent[sent_index]
         if sent_index in seen:  # repeated key within the batch: the first one enqueued it
             job = replace(job, duplicate=True)
         seen.add(sent_index)

@@ -65,6 +65,13 @@ class Task(Generic[P, R]):
         self.pass_context = pass_context
         self.is_async = inspect.iscoroutinefunction(fn)
         self._signature = inspect.signature(fn)
+        params = list(self._signature.parameters.values())[1 if pass_context else 0 :]
+        by_keyword = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        self._keywords = frozenset(p.name for p in by_keyword)
+        self._required = frozenset(p.name for p in by_keyword if p.default is p.empty)
+        self._any_keyword = any(p.kind is p.VAR_KEYWORD for p in params)
+        if any(p.kind is p.POSITIONAL_ONLY and p.default is p.empty for p in params):
+            self._required |= {"<positional-only>"}  # never satisfiable: bind() explains
         clash = RESERVED_ARGUMENTS & set(self._signature.parameters)
         if clash:
             raise TaskDefinitionError(
@@ -83,6 +90,9 @@ class Task(Generic[P, R]):
 
     def check_args(self, args: Mapping[str, Any]) -> None:
         """Refuse arguments the handler could not be called with."""
+        keys = args.keys()
+        if self._required <= keys and (self._any_keyword or keys <= self._keywords):
+            return  # the common case, without building a BoundArguments
         try:
             if self.pass_context:
                 self._signature.bind(None, **args)
@@ -100,6 +110,7 @@ class Task(Generic[P, R]):
         return JobRow(
             queue=check_queue(spec.queue if spec.queue is not None else opts.queue),
             task=self.name,
+            args=spec.args,
             args_json=encode_args(spec.args),
             priority=check_priority(spec.priority if spec.priority is not None else opts.priority),
             max_attempts=check_max_attempts(

@@ -180,3 +180,26 @@ async def test_async_enqueue_and_lookup(tasks: App) -> None:
     many = await tasks.enqueue_many_async([JobSpec("plain", {"n": i}) for i in range(3)])
     assert [j.args["n"] for j in many] == [0, 1, 2]
     assert (await tasks.get_job_async(job.id)).args == {"n": 9}
+
+
+def test_argument_checks_follow_the_handlers_signature(app: App) -> None:
+    @app.task(name="flexible")
+    def flexible(a: int, **rest: Any) -> None:
+        pass
+
+    @app.task(name="positional")
+    def positional(a: int, /) -> None:
+        pass
+
+    @app.task(name="with_ctx", pass_context=True)
+    def with_ctx(ctx: Any, a: int, *, b: int = 2) -> None:
+        pass
+
+    assert app.enqueue("flexible", {"a": 1, "anything": 2}).args == {"a": 1, "anything": 2}
+    with pytest.raises(EnqueueError, match="missing a required argument: 'a'"):
+        app.enqueue("flexible", {"anything": 2})
+    with pytest.raises(EnqueueError, match="positional"):
+        app.enqueue("positional", {"a": 1})
+    assert app.enqueue("with_ctx", {"a": 1}).args == {"a": 1}
+    with pytest.raises(EnqueueError, match="multiple values for argument 'ctx'"):
+        app.enqueue("with_ctx", {"a": 1, "ctx": 3})

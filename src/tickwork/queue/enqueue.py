@@ -51,6 +51,7 @@ class JobRow:
 
     queue: str
     task: str
+    args: Mapping[str, Any]
     args_json: str
     priority: int
     max_attempts: int
@@ -141,8 +142,8 @@ class InsertPlan:
 
     statement: str
     params: dict[str, Any]
-    keys: list[str | None]
-    """``unique_key`` of each row sent, in order."""
+    sent: list[JobRow]
+    """The rows sent, in order (a key repeated within the batch is sent once)."""
     position: list[int]
     """For each input row, the index of the row sent for it."""
 
@@ -150,9 +151,38 @@ class InsertPlan:
 def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
     """``job_insert`` for one job (the cheapest form), ``job_insert_many`` otherwise."""
     if len(rows) == 1:
-        return InsertPlan("job_insert", insert_one_params(rows[0]), [rows[0].unique_key], [0])
-    params, position = insert_params(rows)
-    return InsertPlan("job_insert_many", params, params["unique_keys"], position)
+        return InsertPlan("job_insert", insert_one_params(rows[0]), [rows[0]], [0])
+    sent: list[JobRow] = []
+    position: list[int] = []
+    first_by_key: dict[str, int] = {}
+    for row in rows:
+        # A single statement cannot upsert the same key twice; a repeat would dedupe anyway.
+        if row.unique_key is not None and row.unique_key in first_by_key:
+            position.append(first_by_key[row.unique_key])
+            continue
+        if row.unique_key is not None:
+            first_by_key[row.unique_key] = len(sent)
+        position.append(len(sent))
+        sent.append(row)
+    # One C-encoded JSON document for the whole batch (args were checked by encode_args).
+    batch = json.dumps(
+        [
+            {
+                "queue": r.queue,
+                "task": r.task,
+                "args": r.args,
+                "priority": r.priority,
+                "max_attempts": r.max_attempts,
+                "run_at": None if r.run_at is None else r.run_at.isoformat(),
+                "timeout": r.timeout,
+                "unique_key": r.unique_key,
+                "created_by": r.created_by,
+            }
+            for r in sent
+        ],
+        separators=(",", ":"),
+    )
+    return InsertPlan("job_insert_many", {"jobs": batch}, sent, position)
 
 
 def insert_one_params(row: JobRow) -> dict[str, Any]:
@@ -168,37 +198,6 @@ def insert_one_params(row: JobRow) -> dict[str, Any]:
         "unique_key": row.unique_key,
         "created_by": row.created_by,
     }
-
-
-def insert_params(rows: Sequence[JobRow]) -> tuple[dict[str, Any], list[int]]:
-    """Parameters of ``job_insert_many`` and, per input row, the index of its result row.
-
-    Rows repeating a ``unique_key`` earlier in the same batch are sent once: a single
-    statement cannot upsert the same key twice, and the later row would dedupe anyway.
-    """
-    sent: list[JobRow] = []
-    position: list[int] = []
-    first_by_key: dict[str, int] = {}
-    for row in rows:
-        if row.unique_key is not None and row.unique_key in first_by_key:
-            position.append(first_by_key[row.unique_key])
-            continue
-        if row.unique_key is not None:
-            first_by_key[row.unique_key] = len(sent)
-        position.append(len(sent))
-        sent.append(row)
-    params = {
-        "queues": [r.queue for r in sent],
-        "tasks": [r.task for r in sent],
-        "args": [r.args_json for r in sent],
-        "priorities": [r.priority for r in sent],
-        "max_attempts": [r.max_attempts for r in sent],
-        "run_ats": [r.run_at for r in sent],
-        "timeouts": [r.timeout for r in sent],
-        "unique_keys": [r.unique_key for r in sent],
-        "created_by": [r.created_by for r in sent],
-    }
-    return params, position
 
 
 def sync_connection(conn: Any) -> psycopg.Connection[Any]:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from tickwork.types import AuditEvent, ErrorInfo, Execution, ExecutionState, Job, JobState
+
+if TYPE_CHECKING:
+    from tickwork.queue.enqueue import JobRow
 
 Row = dict[str, Any]
 
@@ -41,6 +47,37 @@ def job(row: Row) -> Job:
         finished_at=row["finished_at"],
         error=error_info(row.get("error")),
         duplicate=bool(row.get("duplicate", False)),
+    )
+
+
+def stored_job(document: dict[str, Any]) -> Job:
+    """A job row sent back as JSON (``to_jsonb``), as a :class:`Job`."""
+    row = dict(document)
+    for name in ("run_at", "created_at", "cancel_requested_at", "finished_at"):
+        if row.get(name) is not None:
+            row[name] = datetime.fromisoformat(row[name])
+    return job(row)
+
+
+def inserted_job(sent: JobRow, found: Row) -> Job:
+    """The job an enqueue created (from what was sent and what the insert returned), or the
+    existing job that holds its ``unique_key``."""
+    if found["duplicate"]:
+        return replace(stored_job(found["existing"]), duplicate=True)
+    return Job(
+        id=found["id"],
+        queue=sent.queue,
+        task=sent.task,
+        args=json.loads(sent.args_json),
+        state=JobState.PENDING,
+        priority=sent.priority,
+        attempts=0,
+        max_attempts=sent.max_attempts,
+        run_at=found["run_at"],
+        timeout=sent.timeout,
+        created_at=found["created_at"],
+        created_by=sent.created_by,
+        unique_key=sent.unique_key,
     )
 
 
