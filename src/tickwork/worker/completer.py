@@ -31,7 +31,8 @@ class Completion:
     job_id: int
     execution_id: int
     state: ExecutionState
-    result_json: str | None
+    result: Any
+    """The handler's return value (already known to be JSON-serialisable)."""
     error: ErrorInfo | None
     retry_delay: float
 
@@ -78,14 +79,23 @@ class Completer:
 
 
 def _params(batch: list[tuple[Completion, asyncio.Future[Row | None]]]) -> dict[str, Any]:
-    items = [completion for completion, _ in batch]
+    # One JSON document for the batch: encoded in C here, decoded by the server, far
+    # cheaper than one array parameter per column.
     return {
-        "job_ids": [c.job_id for c in items],
-        "execution_ids": [c.execution_id for c in items],
-        "outcomes": [c.state.value for c in items],
-        "results": [c.result_json for c in items],
-        "errors": [json.dumps(_error_json(c.error)) if c.error else None for c in items],
-        "retry_delays": [c.retry_delay for c in items],
+        "outcomes": json.dumps(
+            [
+                {
+                    "job_id": c.job_id,
+                    "execution_id": c.execution_id,
+                    "outcome": c.state.value,
+                    "result": c.result,
+                    "error": _error_json(c.error) if c.error else None,
+                    "retry_delay": c.retry_delay,
+                }
+                for c, _ in batch
+            ],
+            separators=(",", ":"),
+        )
     }
 
 

@@ -17,6 +17,7 @@ import contextvars
 import functools
 import json
 import logging
+import math
 import os
 import random
 import socket
@@ -349,7 +350,7 @@ class Worker:
         job = running.job
         try:
             try:
-                state, result_json, error = await self._invoke(running, task)
+                state, result, error = await self._invoke(running, task)
             finally:
                 # The slot frees when the handler returns, not when its outcome is written:
                 # the next claim then overlaps with the previous batch's outcome write.
@@ -362,7 +363,7 @@ class Worker:
                     job.id, running.execution_id, job.task, ExecutionState.RELEASED, None, error
                 )
             # Even after a lost lease the write is attempted: the statement fences it off.
-            outcome = await self._record(running, task, state, result_json, error)
+            outcome = await self._record(running, task, state, result, error)
         finally:
             if not running.cut:
                 self._inflight.pop(running.execution_id, None)
@@ -391,7 +392,7 @@ class Worker:
 
     async def _invoke(
         self, running: _Running, task: Task[Any, Any] | None
-    ) -> tuple[ExecutionState, str | None, ErrorInfo | None]:
+    ) -> tuple[ExecutionState, Any, ErrorInfo | None]:
         """Run the handler in this runner task (no task of its own); interrupts and the
         timeout arrive as cancellation of this task while it is inside the handler."""
         job = running.job
@@ -405,7 +406,7 @@ class Worker:
                 ),
             )
         args: tuple[Any, ...] = (running.ctx,) if running.ctx is not None else ()
-        scope = asyncio.timeout(job.timeout)
+        scope = asyncio.timeout(job.timeout) if job.timeout is not None else _NO_TIMEOUT
         running.in_handler = True
         try:
             async with scope:
@@ -464,7 +465,9 @@ class Worker:
                 if current is not None:
                     current.uncancel()  # the interrupt was delivered and handled here
         try:
-            return ExecutionState.SUCCEEDED, json.dumps(result, allow_nan=False), None
+            if not _plainly_json(result):
+                json.dumps(result, allow_nan=False)  # refuse now what the batch could not encode
+            return ExecutionState.SUCCEEDED, result, None
         except (TypeError, ValueError) as bad:
             return (
                 ExecutionState.FAILED,
@@ -480,7 +483,7 @@ class Worker:
         running: _Running,
         task: Task[Any, Any] | None,
         state: ExecutionState,
-        result_json: str | None,
+        result: Any,
         error: ErrorInfo | None,
     ) -> Outcome:
         job = running.job
@@ -488,7 +491,7 @@ class Worker:
         if state is ExecutionState.FAILED and task is not None:
             delay = retry_delay(task.options.backoff, job.attempts)
         row = await self._completer.submit(
-            Completion(job.id, running.execution_id, state, result_json, error, delay)
+            Completion(job.id, running.execution_id, state, result, error, delay)
         )
         if row is None:
             log.warning(
@@ -659,6 +662,30 @@ class Worker:
                 await asyncio.sleep(delay)
                 waited += delay
                 delay = min(delay * 2, RECONNECT_MAX_DELAY)
+
+
+class _NoTimeout:
+    """Stands in for ``asyncio.timeout(None)`` without its per-attempt cost."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def expired(self) -> bool:
+        return False
+
+
+_NO_TIMEOUT = _NoTimeout()
+
+
+def _plainly_json(value: Any) -> bool:
+    """True for results that need no trial encoding (the common no-op and scalar cases)."""
+    if value is None or value is True or value is False:
+        return True
+    kind = type(value)
+    return kind is str or kind is int or (kind is float and math.isfinite(value))
 
 
 def _error(exc: BaseException) -> ErrorInfo:

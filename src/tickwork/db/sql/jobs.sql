@@ -111,22 +111,22 @@ JOIN started s ON s.job_id = c.id
 ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: job_complete_many
--- Record the outcome of finished attempts, one statement per batch. Fencing: an attempt is
+-- Record the outcome of finished attempts, one statement per batch (the batch is one JSON
+-- array of {job_id, execution_id, outcome, result, error, retry_delay}). Fencing: an attempt is
 -- recorded only while its execution is still RUNNING; a worker whose lease was reclaimed
 -- changes 0 rows and cannot overwrite a newer attempt. The execution row is locked first,
 -- then the job (the global lock order).
 WITH done AS (
     SELECT *
-    FROM unnest(
-        %(job_ids)s::bigint[], %(execution_ids)s::bigint[], %(outcomes)s::text[],
-        %(results)s::jsonb[], %(errors)s::jsonb[], %(retry_delays)s::float8[]
-    ) AS d(job_id, execution_id, outcome, result, error, retry_delay)
+    FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS d(
+        job_id bigint, execution_id bigint, outcome text, result jsonb, error jsonb,
+        retry_delay float8)
 ), fenced AS (
     UPDATE {schema}.executions e
     SET state = d.outcome, finished_at = now(), error = d.error
     FROM done d
     WHERE e.job_id = d.job_id AND e.id = d.execution_id  -- the primary key
-      AND e.job_id = ANY(%(job_ids)s::bigint[])  -- lets the planner go by primary key
+      AND e.job_id = ANY(ARRAY(SELECT job_id FROM done))  -- lets the planner use the key
       AND e.state = 'RUNNING'  -- fencing: a reclaimed or released attempt must not complete
     RETURNING e.id, e.job_id, e.worker_id, d.outcome, d.result, d.retry_delay
 ), finished AS (
