@@ -56,16 +56,20 @@ QUEUE = "bench"
 SINGLE_CAP = 5000  # as tickwork bench: enqueue-single is capped at 5000 jobs
 FILL_CHUNK = 5000
 
-# Drain settings. "default" is the library's defaults; "tuned" is the best setting found
-# by ``--sweep`` on the 2-core reference machine (see benchmarks/README.md).
+# Drain settings. "default" is the library's defaults; the others are the best settings
+# ``--sweep`` (then 3 runs of the front-runners at 20,000 jobs) found on the 2-core
+# reference machine, see benchmarks/README.md. compare.py reports the best median of all.
 DRAIN_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "pgqueuer": {
+        # PgQueuer.run / ``pgq run``: batch_size=10, no max_concurrent_tasks, one connection
         "default": {},
-        "tuned": {"batch_size": 100, "driver": "pool", "pool_size": 4},
+        "tuned": {"batch_size": 500},
+        "tuned-pool": {"batch_size": 500, "driver": "pool", "pool_size": 4},
     },
     "procrastinate": {
+        # run_worker_async: concurrency=1, the connector's pool (psycopg_pool: 4 connections)
         "default": {},
-        "tuned": {"concurrency": 20, "pool_size": 4},
+        "tuned": {"concurrency": 10},
     },
 }
 
@@ -218,7 +222,7 @@ class PgQueuerRunner:
         self.url = url
 
     async def reset(self) -> None:
-        """Drop the bench schema and install PgQueuer's (``Queries.install``, as ``pgq install``)."""
+        """Drop the bench schema; install PgQueuer's (``Queries.install``, as ``pgq install``)."""
         from pgqueuer import AsyncpgDriver, Queries
 
         admin(self.url, f"DROP SCHEMA IF EXISTS {PGQ_SCHEMA} CASCADE")
@@ -249,9 +253,7 @@ class PgQueuerRunner:
         return BenchResult("enqueue-single", jobs, seconds, jobs / seconds)
 
     async def _enqueue_many(self, q: Any, first: int, size: int) -> None:
-        await q.enqueue(
-            [NOOP] * size, [str(first + i).encode() for i in range(size)], [0] * size
-        )
+        await q.enqueue([NOOP] * size, [str(first + i).encode() for i in range(size)], [0] * size)
 
     async def enqueue_batch(self, jobs: int, batch: int) -> BenchResult:
         await self.reset()
@@ -511,9 +513,7 @@ class ProcrastinateRunner:
         async with self.app().open_async() as app:
             # concurrency 10, as tickwork bench's latency worker; LISTEN/NOTIFY is the default
             worker = asyncio.create_task(
-                app.run_worker_async(
-                    queues=[QUEUE], concurrency=10, install_signal_handlers=False
-                )
+                app.run_worker_async(queues=[QUEUE], concurrency=10, install_signal_handlers=False)
             )
             await asyncio.sleep(1.0)  # no public "listening" hook: let the listener start
             if worker.done():
@@ -553,7 +553,9 @@ def drain_configs(system: str, specs: list[str]) -> Iterator[tuple[str, dict[str
 
 async def run(args: argparse.Namespace) -> list[BenchResult]:
     runner: Runner
-    runner = PgQueuerRunner(args.url) if args.system == "pgqueuer" else ProcrastinateRunner(args.url)
+    runner = (
+        PgQueuerRunner(args.url) if args.system == "pgqueuer" else ProcrastinateRunner(args.url)
+    )
     results: list[BenchResult] = []
     if args.sweep:
         for config in SWEEP_GRID[args.system]:
@@ -599,8 +601,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--drain-config",
         action="append",
-        help="drain settings: 'default', 'tuned' or a JSON object; repeatable "
-        "(default: default and tuned)",
+        help="drain settings: a preset name (default, tuned, ...) or a JSON object; "
+        "repeatable (default: every preset)",
     )
     parser.add_argument(
         "--loop",
@@ -615,7 +617,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in args.workloads:
         if name not in WORKLOADS:
             parser.error(f"--workload {name!r} must be one of {', '.join(WORKLOADS)}")
-    args.drain_config = args.drain_config or ["default", "tuned"]
+    args.drain_config = args.drain_config or list(DRAIN_PRESETS[args.system])
     if args.loop == "auto":
         args.loop = "uvloop" if args.system == "pgqueuer" else "asyncio"
     return args
