@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import (
@@ -130,6 +130,9 @@ class RetentionSettings(BaseModel):
     dead_letter_after: float = Field(DEFAULT_DEAD_LETTER_RETENTION, gt=0)
     interval: float = Field(DEFAULT_RETENTION_INTERVAL, gt=0)
     batch: int = Field(DEFAULT_RETENTION_BATCH, ge=1)
+    vacuum: Literal["auto", "always", "never"] = "auto"
+    """After deleting, VACUUM the job tables: "auto" only when the server's autovacuum is
+    off (every update of a job leaves a dead row that only vacuum reclaims)."""
 
 
 class Settings(BaseSettings):

@@ -107,6 +107,11 @@ def check(
         for r in fetch(conn, statements["health_xmin_horizon"], {"limit": XMIN_HOLDERS_SHOWN})
     ]
     warnings = []
+    if not fetch(conn, statements["health_autovacuum"], {})[0]["autovacuum"]:
+        warnings.append(
+            "the server's autovacuum is off: dead rows are reclaimed only by tickwork's retention"
+            " pass (retention.vacuum) or a manual VACUUM"
+        )
     for holder in holders:
         if holder.age_seconds is None:  # a replication slot: no age, always worth a look
             warnings.append(f"{holder.holder} {holder.detail} holds back vacuum")

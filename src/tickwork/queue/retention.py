@@ -31,6 +31,8 @@ class PruneResult:
 
     deleted: int
     """Jobs deleted (their executions went with them)."""
+    vacuumed: bool = False
+    """Whether the pass vacuumed the job tables."""
 
 
 class Retention:
@@ -42,6 +44,9 @@ class Retention:
         self.pool = pool
         self.statements = statements
         self.settings = settings
+        self._vacuum: bool | None = (
+            None if settings.vacuum == "auto" else settings.vacuum == "always"
+        )
 
     async def run_once(self) -> PruneResult:
         """Delete everything past its window now."""
@@ -59,7 +64,20 @@ class Retention:
                 break
         if deleted:
             log.info("deleted finished jobs past retention", extra={"deleted": deleted})
-        return PruneResult(deleted)
+        vacuumed = await self._maybe_vacuum()
+        return PruneResult(deleted, vacuumed)
+
+    async def _maybe_vacuum(self) -> bool:
+        async with self.pool.connection() as conn:
+            if self._vacuum is None:
+                found = await fetch_async(conn, self.statements["health_autovacuum"], {})
+                self._vacuum = not found[0]["autovacuum"]
+                if self._vacuum:
+                    log.warning("the server's autovacuum is off: retention vacuums the job tables")
+            if not self._vacuum:
+                return False
+            await fetch_async(conn, self.statements["job_tables_vacuum"], {})
+        return True
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run passes on the interval (with jitter) until ``stop`` is set."""

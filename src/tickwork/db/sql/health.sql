@@ -52,3 +52,6 @@ FROM (
 ) AS holders
 ORDER BY xmin_age DESC NULLS LAST
 LIMIT %(limit)s;
+
+-- name: health_autovacuum
+SELECT current_setting('autovacuum')::bool AS autovacuum;

@@ -249,3 +249,8 @@ WITH doomed AS (
 )
 DELETE FROM {schema}.jobs WHERE id = ANY(ARRAY(SELECT id FROM doomed))
 RETURNING id;
+
+-- name: job_tables_vacuum
+-- Run outside a transaction (VACUUM refuses one): reclaims the dead rows every job update
+-- leaves behind, where the server's autovacuum does not.
+VACUUM (ANALYZE) {schema}.jobs, {schema}.executions;
