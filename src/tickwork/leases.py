@@ -19,7 +19,6 @@ import contextlib
 import enum
 import logging
 import os
-import random
 import secrets
 import socket
 import time
@@ -34,6 +33,7 @@ from psycopg_pool import AsyncConnectionPool
 from tickwork.config import LeaseSettings
 from tickwork.db.database import fetch_async
 from tickwork.db.statements import Statements
+from tickwork.service import run_periodically
 
 log = logging.getLogger("tickwork.leases")
 
@@ -150,15 +150,16 @@ class LeaseManager:
             )
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Heartbeat (with jitter) until ``stop`` is set, then release."""
-        while not stop.is_set():
-            try:
-                await self.run_once()
-            except (psycopg.Error, OSError) as exc:
-                log.error("lease heartbeat failed", extra={"error": str(exc)})
-            delay = self.settings.heartbeat * random.uniform(0.9, 1.0)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), delay)
+        """Heartbeat until ``stop`` is set, then release. The jitter only shortens the wait,
+        so a heartbeat never comes later than ``leases.heartbeat``."""
+        await run_periodically(
+            self.run_once,
+            interval=self.settings.heartbeat * 0.95,
+            jitter=0.05,
+            stop=stop,
+            log=log,
+            name="lease heartbeat",
+        )
         with contextlib.suppress(psycopg.Error, OSError):
             await self.release()
 

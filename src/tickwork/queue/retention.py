@@ -9,18 +9,16 @@ still run are never deleted. Safe in any number of processes at once (SKIP LOCKE
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import random
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import RetentionSettings
 from tickwork.db.database import fetch_async
 from tickwork.db.statements import Statements
+from tickwork.service import run_periodically
 
 log = logging.getLogger("tickwork.retention")
 
@@ -81,12 +79,10 @@ class Retention:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run passes on the interval (with jitter) until ``stop`` is set."""
-        while not stop.is_set():
-            try:
-                await self.run_once()
-            except (psycopg.Error, OSError) as exc:
-                log.error("retention pass failed", extra={"error": str(exc)})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    stop.wait(), self.settings.interval * random.uniform(0.9, 1.1)
-                )
+        await run_periodically(
+            self.run_once,
+            interval=self.settings.interval,
+            stop=stop,
+            log=log,
+            name="retention pass",
+        )

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.database import fetch_async
 from tickwork.db.statements import Statements
+from tickwork.service import run_periodically
 
 log = logging.getLogger("tickwork.watchdog")
 
@@ -77,13 +76,6 @@ class Watchdog:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run passes on the interval (with jitter) until ``stop`` is set."""
-        while not stop.is_set():
-            try:
-                await self.run_once()
-            except (psycopg.Error, OSError) as exc:
-                log.error("watchdog pass failed", extra={"error": str(exc)})
-            delay = self.interval * random.uniform(0.9, 1.1)
-            try:
-                await asyncio.wait_for(stop.wait(), delay)
-            except TimeoutError:
-                pass
+        await run_periodically(
+            self.run_once, interval=self.interval, stop=stop, log=log, name="watchdog pass"
+        )
