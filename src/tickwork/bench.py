@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tickwork.app import App
-from tickwork.config import load_settings
 from tickwork.queue.enqueue import JobSpec
 from tickwork.worker.worker import Outcome
 
@@ -443,4 +442,4 @@ def as_json(env: Environment, results: list[BenchResult]) -> dict[str, Any]:
     return {"environment": asdict(env), "results": [asdict(r) for r in results]}
 
 
-__all__ = ["WORKLOADS", "BenchResult", "Environment", "as_json", "load_settings", "make_app", "run"]
+__all__ = ["WORKLOADS", "BenchResult", "Environment", "as_json", "make_app", "run"]
