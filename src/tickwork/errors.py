@@ -43,6 +43,15 @@ class TaskDefinitionError(TickworkError, ValueError):
     """A task was registered with invalid options."""
 
 
+class ScheduleError(TickworkError, ValueError):
+    """A schedule was defined with an invalid cron expression, time zone or option."""
+
+    def __init__(self, field: str, value: object, reason: str) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(f"{field} ({value!r}) {reason}")
+
+
 class JobNotFoundError(TickworkError, LookupError):
     """No job has the given id."""
 

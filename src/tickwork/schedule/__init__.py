@@ -1,0 +1,1 @@
+"""Schedules: cron expressions with IANA time zones that materialise jobs."""

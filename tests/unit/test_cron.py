@@ -1,0 +1,168 @@
+"""Cron parsing and next-fire computation, with the daylight-saving rules checked by hand in
+several zones and as properties over random instants."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tickwork.errors import ScheduleError
+from tickwork.schedule.cron import ALIASES, CronSchedule
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+
+
+def local(zone: str, *args: int, fold: int = 0) -> datetime:
+    return datetime(*args, tzinfo=ZoneInfo(zone), fold=fold).astimezone(UTC)  # type: ignore[misc]
+
+
+# -- parsing ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("expression", "timezone", "field", "fragment"),
+    [
+        ("61 * * * *", "UTC", "cron", "invalid"),
+        ("* * *", "UTC", "cron", "5 fields"),
+        ("@fortnightly", "UTC", "cron", "not a known alias"),
+        ("", "UTC", "cron", "non-empty"),
+        ("0 * * * *", "Mars/Olympus_Mons", "timezone", "IANA"),
+        ("0 * * * *", "", "timezone", "IANA"),
+    ],
+)
+def test_invalid_input_is_refused_naming_field_and_value(
+    expression: str, timezone: str, field: str, fragment: str
+) -> None:
+    with pytest.raises(ScheduleError) as raised:
+        CronSchedule.parse(expression, timezone)
+    assert raised.value.field == field
+    assert str(raised.value).startswith(f"{field} (")
+    assert fragment in str(raised.value)
+
+
+def test_six_fields_take_seconds_first() -> None:
+    every_ten_minutes = CronSchedule.parse("0 */10 * * * *")
+    assert every_ten_minutes.next_after(utc(2026, 1, 1, 0, 0, 0)) == utc(2026, 1, 1, 0, 10, 0)
+    every_30s = CronSchedule.parse("*/30 * * * * *")
+    assert every_30s.next_after(utc(2026, 1, 1, 0, 0, 1)) == utc(2026, 1, 1, 0, 0, 30)
+
+
+@pytest.mark.parametrize("alias", sorted(ALIASES))
+def test_aliases_mean_their_standard_expressions(alias: str) -> None:
+    start = utc(2026, 5, 17, 13, 45)
+    assert CronSchedule.parse(alias).next_after(start) == CronSchedule.parse(
+        ALIASES[alias]
+    ).next_after(start)
+
+
+def test_next_fire_is_strictly_after_and_in_utc() -> None:
+    hourly = CronSchedule.parse("0 * * * *", "Asia/Kolkata")  # +05:30: on the local hour
+    fire = hourly.next_after(utc(2026, 1, 1, 0, 30))
+    assert fire == utc(2026, 1, 1, 1, 30) and fire.tzinfo is UTC
+    assert hourly.next_after(fire) == utc(2026, 1, 1, 2, 30)
+    with pytest.raises(ScheduleError, match="instant"):
+        hourly.next_after(datetime(2026, 1, 1))
+
+
+# -- daylight saving, checked by hand -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("zone", "day", "gap_start_hour"),
+    [
+        ("Europe/Berlin", (2026, 3, 29), 2),  # 02:00 -> 03:00
+        ("America/New_York", (2026, 3, 8), 2),  # 02:00 -> 03:00
+        ("Australia/Adelaide", (2026, 10, 4), 2),  # 02:00 -> 03:00 (+10:30)
+    ],
+)
+def test_spring_forward_nonexistent_time_fires_once_at_the_next_valid_instant(
+    zone: str, day: tuple[int, int, int], gap_start_hour: int
+) -> None:
+    daily = CronSchedule.parse(f"30 {gap_start_hour} * * *", zone)
+    before = local(zone, *day, 0, 0)
+    fires = daily.fire_times(before, before + timedelta(days=2))
+    assert fires[0] == local(zone, *day, gap_start_hour + 1, 0)  # the instant after the gap
+    next_day = date(*day) + timedelta(days=1)
+    assert fires[1] == local(zone, *next_day.timetuple()[:3], gap_start_hour, 30)
+    assert len(fires) == 2
+
+
+@pytest.mark.parametrize(
+    ("zone", "day"),
+    [
+        ("Europe/Berlin", (2026, 10, 25)),  # 03:00 -> 02:00
+        ("America/New_York", (2026, 11, 1)),  # 02:00 -> 01:00
+        ("Australia/Adelaide", (2026, 4, 5)),  # 03:00 -> 02:00
+    ],
+)
+def test_fall_back_repeated_time_fires_once(zone: str, day: tuple[int, int, int]) -> None:
+    repeated_hour = 1 if zone == "America/New_York" else 2
+    daily = CronSchedule.parse(f"30 {repeated_hour} * * *", zone)
+    start = local(zone, *day, 0, 0)
+    fires = daily.fire_times(start, start + timedelta(hours=24))
+    assert fires == [local(zone, *day, repeated_hour, 30, fold=0)]  # the first pass only
+
+
+def test_wildcard_hour_keeps_its_real_time_rhythm_through_the_repeated_hour() -> None:
+    every_30 = CronSchedule.parse("*/30 * * * *", "Europe/Berlin")
+    start = local("Europe/Berlin", 2026, 10, 25, 1, 50)
+    fires = every_30.fire_times(start, start + timedelta(hours=2, minutes=30))
+    gaps = {b - a for a, b in itertools.pairwise(fires)}
+    assert gaps == {timedelta(minutes=30)}  # both passes of 02:xx fire, evenly spaced
+    assert len(fires) == 5
+
+
+# -- properties ----------------------------------------------------------------------------
+
+ZONES = ["Europe/Berlin", "America/New_York", "Australia/Adelaide", "Asia/Kolkata", "UTC"]
+instants = st.datetimes(
+    min_value=datetime(2024, 1, 1), max_value=datetime(2030, 12, 31), timezones=st.just(UTC)
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    zone=st.sampled_from(ZONES),
+    hour=st.integers(0, 23),
+    minute=st.integers(0, 59),
+    start=instants,
+)
+def test_fixed_daily_time_fires_once_per_local_day_at_that_time_unless_skipped_by_a_gap(
+    zone: str, hour: int, minute: int, start: datetime
+) -> None:
+    daily = CronSchedule.parse(f"{minute} {hour} * * *", zone)
+    fires = daily.fire_times(start, start + timedelta(days=10))
+    tz = ZoneInfo(zone)
+    local_days = [f.astimezone(tz).date() for f in fires]
+    assert len(local_days) == len(set(local_days))  # never twice on one local day
+    assert all(a < b for a, b in itertools.pairwise(fires))
+    assert 9 <= len(fires) <= 11  # a DST change can stretch 10 UTC days over 11 local 8:00s
+    for fire in fires:
+        wall = fire.astimezone(tz)
+        if (wall.hour, wall.minute) != (hour, minute):
+            # only allowed when that wall time did not exist that day (sprung over): then it
+            # fired exactly at the end of the gap, where the zone's offset changes
+            wanted = datetime(wall.year, wall.month, wall.day, hour, minute, tzinfo=tz)
+            round_trip = wanted.astimezone(UTC).astimezone(tz).replace(tzinfo=None)
+            assert round_trip != wanted.replace(tzinfo=None)  # did not exist
+            just_before = (fire - timedelta(microseconds=1)).astimezone(tz)
+            assert just_before.utcoffset() != wall.utcoffset()
+
+
+@settings(max_examples=150, deadline=None)
+@given(zone=st.sampled_from(ZONES), step=st.sampled_from([5, 10, 15, 20, 30]), start=instants)
+def test_minute_steps_keep_real_time_spacing_across_transitions(
+    zone: str, step: int, start: datetime
+) -> None:
+    every = CronSchedule.parse(f"*/{step} * * * *", zone)
+    fires = every.fire_times(start, start + timedelta(hours=30))
+    gaps = {b - a for a, b in itertools.pairwise(fires)}
+    # uniform in real time, except where a 30/45-minute offset zone meets a 60-divisible grid
+    assert all(timedelta(0) < g <= timedelta(minutes=step) for g in gaps)
