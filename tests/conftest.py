@@ -20,7 +20,7 @@ import pytest
 
 from tickwork import App, Outcome, Worker
 
-TABLES = ("audit_events", "executions", "jobs", "leases", "workers")
+TABLES = ("audit_events", "executions", "jobs", "leases", "schedules", "workers")
 
 
 @pytest.fixture(scope="session")

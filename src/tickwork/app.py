@@ -25,6 +25,7 @@ from tickwork.errors import (
     EnqueueError,
     JobNotFoundError,
     JobStateError,
+    ScheduleError,
     TaskDefinitionError,
     UnknownTaskError,
 )
@@ -36,6 +37,8 @@ from tickwork.queue.enqueue import (
     JobRow,
     JobSpec,
     async_connection,
+    check_priority,
+    check_queue,
     insert_plan,
     sync_connection,
 )
@@ -45,6 +48,7 @@ from tickwork.types import AuditEvent, Execution, Job
 if TYPE_CHECKING:
     from tickwork.health import Health
     from tickwork.leases import Leader
+    from tickwork.schedule.scheduler import ScheduleSpec
     from tickwork.worker.worker import Worker
 
 P = ParamSpec("P")
@@ -64,6 +68,7 @@ class App:
         self.settings = settings if settings is not None else load_settings(**overrides)
         self.db = Database(self.settings)
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self.schedules: dict[str, ScheduleSpec] = {}
 
     # -- registration -------------------------------------------------------------------
 
@@ -121,6 +126,69 @@ class App:
             return registered
 
         return register(fn) if fn is not None else register
+
+    def add_schedule(
+        self,
+        name: str,
+        task: str | Task[Any, Any],
+        cron: str,
+        *,
+        timezone: str = "UTC",
+        args: Mapping[str, Any] | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        misfire: str = "ONCE",
+        misfire_limit: int = 100,
+        overlap: str = "ALLOW",
+    ) -> ScheduleSpec:
+        """Define a schedule in code; it is stored (upserted by name) when a scheduler starts.
+
+        ``misfire``: ONCE (default: one job for a missed window), ALL (every missed fire
+        time, up to ``misfire_limit``) or SKIP. ``overlap``: ALLOW, or SKIP while the
+        schedule's previous job is still pending or running.
+        """
+        from tickwork.schedule.cron import CronSchedule
+        from tickwork.schedule.scheduler import Misfire, Overlap, ScheduleSpec
+
+        task_name = task if isinstance(task, str) else task.name
+        known = self.get_task(task_name)
+        arguments = dict(args or {})
+        known.check_args(arguments)
+        if name in self.schedules:
+            raise ScheduleError("name", name, "is already a schedule of this app")
+        try:
+            misfire_policy, overlap_policy = Misfire(misfire), Overlap(overlap)
+        except ValueError as exc:
+            raise ScheduleError("misfire/overlap", (misfire, overlap), str(exc)) from None
+        if isinstance(misfire_limit, bool) or not isinstance(misfire_limit, int):
+            raise ScheduleError("misfire_limit", misfire_limit, "must be a positive integer")
+        if misfire_limit < 1:
+            raise ScheduleError("misfire_limit", misfire_limit, "must be a positive integer")
+        spec = ScheduleSpec(
+            name=name,
+            task=task_name,
+            cron=CronSchedule.parse(cron, timezone),
+            args=arguments,
+            queue=check_queue(queue) if queue is not None else None,
+            priority=check_priority(priority) if priority is not None else None,
+            misfire=misfire_policy,
+            misfire_limit=misfire_limit,
+            overlap=overlap_policy,
+        )
+        self.schedules[name] = spec
+        return spec
+
+    def schedule(
+        self, cron: str, *, name: str | None = None, **options: Any
+    ) -> Callable[[Task[P, R]], Task[P, R]]:
+        """``@app.schedule("*/5 * * * *", timezone="Europe/Berlin", args={...})`` above
+        ``@app.task``: run that task on a cron schedule (named after the task by default)."""
+
+        def register(task: Task[P, R]) -> Task[P, R]:
+            self.add_schedule(name or task.name, task, cron, **options)
+            return task
+
+        return register
 
     def get_task(self, name: str) -> Task[Any, Any]:
         """The registered task called ``name``."""

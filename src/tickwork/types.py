@@ -98,6 +98,10 @@ class Job:
     """When the job reached SUCCEEDED, CANCELLED or DEAD_LETTER."""
     error: ErrorInfo | None = None
     """Error of the most recent failed attempt, if any."""
+    schedule_id: int | None = None
+    """The schedule this job was materialised from, if any."""
+    fire_time: datetime | None = None
+    """The schedule's fire time this job stands for."""
     duplicate: bool = False
     """True when an enqueue returned this existing job because of ``unique_key``."""
 

@@ -166,3 +166,25 @@ def test_minute_steps_keep_real_time_spacing_across_transitions(
     gaps = {b - a for a, b in itertools.pairwise(fires)}
     # uniform in real time, except where a 30/45-minute offset zone meets a 60-divisible grid
     assert all(timedelta(0) < g <= timedelta(minutes=step) for g in gaps)
+
+
+# -- misfire selection --------------------------------------------------------------------
+
+
+def test_misfire_selection_looks_back_from_now_without_enumerating_the_downtime() -> None:
+    from tickwork.schedule.scheduler import Misfire, fire_times_to_run
+
+    every_minute = CronSchedule.parse("* * * * *")
+    now = utc(2026, 6, 1, 12, 0, 30)
+    long_ago = utc(2020, 1, 1)  # six years of minutes: never listed one by one
+    once, missed = fire_times_to_run(every_minute, long_ago, now, Misfire.ONCE, 100)
+    assert once == [utc(2026, 6, 1, 12, 0)] and missed >= 59
+    every, _ = fire_times_to_run(every_minute, long_ago, now, Misfire.ALL, 3)
+    assert every == [utc(2026, 6, 1, 11, 58), utc(2026, 6, 1, 11, 59), utc(2026, 6, 1, 12, 0)]
+    on_time, _ = fire_times_to_run(every_minute, long_ago, now, Misfire.SKIP, 100)
+    assert on_time == [utc(2026, 6, 1, 12, 0)]  # 30 s late: within the grace
+    yearly = CronSchedule.parse("@yearly")
+    late, _ = fire_times_to_run(yearly, utc(2020, 1, 1), now, Misfire.SKIP, 100)
+    assert late == []  # five months late: skipped
+    due_now, missed = fire_times_to_run(yearly, utc(2026, 1, 1), now, Misfire.ONCE, 100)
+    assert due_now == [utc(2026, 1, 1)] and missed == 0

@@ -46,6 +46,8 @@ def job(row: Row) -> Job:
         cancel_requested_at=row["cancel_requested_at"],
         finished_at=row["finished_at"],
         error=error_info(row.get("error")),
+        schedule_id=row.get("schedule_id"),
+        fire_time=row.get("fire_time"),
         duplicate=bool(row.get("duplicate", False)),
     )
 
@@ -53,7 +55,7 @@ def job(row: Row) -> Job:
 def stored_job(document: dict[str, Any]) -> Job:
     """A job row sent back as JSON (``to_jsonb``), as a :class:`Job`."""
     row = dict(document)
-    for name in ("run_at", "created_at", "cancel_requested_at", "finished_at"):
+    for name in ("run_at", "created_at", "cancel_requested_at", "finished_at", "fire_time"):
         if row.get(name) is not None:
             row[name] = datetime.fromisoformat(row[name])
     return job(row)

@@ -15,6 +15,8 @@ Fire times are returned in UTC.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -77,12 +79,13 @@ class CronSchedule:
         fire = next(CronSim(self._fields, local))
         return fire.astimezone(UTC)
 
+    def iter_after(self, instant: datetime) -> Iterator[datetime]:
+        """Fire times strictly after ``instant``, in order, in UTC (endless)."""
+        if instant.tzinfo is None:
+            raise ScheduleError("instant", instant, "must be time-zone aware")
+        for fire in CronSim(self._fields, instant.astimezone(self._zone)):
+            yield fire.astimezone(UTC)
+
     def fire_times(self, after: datetime, until: datetime) -> list[datetime]:
         """Every fire time in ``(after, until]``, in UTC."""
-        out: list[datetime] = []
-        current = after
-        while True:
-            current = self.next_after(current)
-            if current > until:
-                return out
-            out.append(current)
+        return list(itertools.takewhile(lambda t: t <= until, self.iter_after(after)))

@@ -1,0 +1,72 @@
+-- Statements on the schedules table and the jobs they materialise.
+
+-- name: schedule_upsert
+-- Code-defined schedules are written at start-up, by name: a definition that did not change
+-- keeps its next_run_at (nothing is lost or fired twice across a restart); a changed cron or
+-- time zone takes the next_run_at computed for it. Pause state is the operator's, kept.
+INSERT INTO {schema}.schedules AS s
+    (name, task, args, cron, timezone, queue, priority, misfire, misfire_limit, overlap,
+     next_run_at, origin)
+VALUES (%(name)s, %(task)s, %(args)s::jsonb, %(cron)s, %(timezone)s, %(queue)s, %(priority)s,
+        %(misfire)s, %(misfire_limit)s, %(overlap)s, %(next_run_at)s, %(origin)s)
+ON CONFLICT (name) DO UPDATE
+SET task = EXCLUDED.task, args = EXCLUDED.args, queue = EXCLUDED.queue,
+    priority = EXCLUDED.priority, misfire = EXCLUDED.misfire,
+    misfire_limit = EXCLUDED.misfire_limit, overlap = EXCLUDED.overlap,
+    next_run_at = CASE
+        WHEN (s.cron, s.timezone) IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone)
+        THEN EXCLUDED.next_run_at ELSE s.next_run_at END,
+    cron = EXCLUDED.cron, timezone = EXCLUDED.timezone,
+    updated_at = now()
+RETURNING *;
+
+-- name: schedule_now
+SELECT now() AS now;
+
+-- name: schedule_due_lock
+-- Due schedules, locked for this tick; SKIP LOCKED: another scheduler's tick takes the rest.
+-- FOR UPDATE re-checks next_run_at on the latest row version, so a schedule another tick
+-- just advanced is not due any more.
+SELECT *, now() AS db_now
+FROM {schema}.schedules
+WHERE enabled AND NOT paused AND next_run_at <= now()
+ORDER BY next_run_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: schedule_active_job
+-- Overlap check: is a job of this schedule still pending, awaiting retry or running?
+SELECT EXISTS (
+    SELECT 1 FROM {schema}.jobs
+    WHERE schedule_id = %(schedule_id)s AND state IN ('PENDING', 'FAILED', 'RUNNING')
+) AS active;
+
+-- name: schedule_fire
+-- One job per (schedule, fire time), whatever happens: a retried tick, a second scheduler,
+-- a failover. Returns nothing when that fire time already has its job.
+WITH inserted AS (
+    INSERT INTO {schema}.jobs
+        (queue, task, args, priority, max_attempts, timeout, created_by, schedule_id,
+         fire_time, run_at)
+    SELECT %(queue)s, %(task)s, %(args)s::jsonb, %(priority)s, %(max_attempts)s, %(timeout)s,
+           'schedule:' || %(schedule_name)s, %(schedule_id)s, f.fire_time, now()
+    FROM unnest(%(fire_times)s::timestamptz[]) AS f(fire_time)
+    ON CONFLICT (schedule_id, fire_time) WHERE schedule_id IS NOT NULL DO NOTHING
+    RETURNING id, queue, fire_time
+), notify AS (
+    SELECT pg_notify('{schema}.jobs', q.queue) FROM (SELECT DISTINCT queue FROM inserted) AS q
+)
+SELECT id, fire_time, (SELECT count(*) FROM notify) AS notified FROM inserted ORDER BY fire_time;
+
+-- name: schedule_advance
+UPDATE {schema}.schedules
+SET next_run_at = %(next_run_at)s,
+    last_fire_at = coalesce(%(last_fire_at)s, last_fire_at)
+WHERE id = %(schedule_id)s;
+
+-- name: schedule_list
+SELECT * FROM {schema}.schedules ORDER BY name;
+
+-- name: schedule_set_paused
+UPDATE {schema}.schedules SET paused = %(paused)s, updated_at = now() WHERE name = %(name)s
+RETURNING *;

@@ -1,0 +1,237 @@
+"""The scheduler tick: turns every due fire time of every schedule into a PENDING job.
+
+Data flow, one transaction per tick: lock the due schedules (``FOR UPDATE SKIP LOCKED``),
+work out in Python which fire times to run (cron, time zone and misfire policy, on the
+database clock), insert one job per fire time (``ON CONFLICT (schedule_id, fire_time) DO
+NOTHING``), and store the next fire time. A retried tick, a second scheduler process or a
+failover can therefore never create a second job for a fire time, and because
+``next_run_at`` lives in the database a restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
+from tickwork.db.database import fetch_async
+from tickwork.db.statements import Statements
+from tickwork.errors import ScheduleError
+from tickwork.queue.enqueue import encode_args
+from tickwork.schedule.cron import CronSchedule
+from tickwork.task import TaskOptions
+
+log = logging.getLogger("tickwork.scheduler")
+
+DEFAULT_TICK_INTERVAL = 30.0
+DEFAULT_DUE_BATCH = 100
+DEFAULT_MISFIRE_LIMIT = 100
+ON_TIME_GRACE = timedelta(seconds=60)
+"""Under the SKIP misfire policy a fire time this late still runs; older ones are skipped."""
+
+
+class Misfire(enum.StrEnum):
+    """What a schedule does with fire times missed while no scheduler ran."""
+
+    ONCE = "ONCE"
+    """Run one job for the whole missed window (for its latest fire time). The default."""
+    ALL = "ALL"
+    """Run every missed fire time, the latest ``misfire_limit`` of them."""
+    SKIP = "SKIP"
+    """Run nothing for the missed window; carry on from the next fire time."""
+
+
+class Overlap(enum.StrEnum):
+    """What a schedule does when its previous job has not finished."""
+
+    ALLOW = "ALLOW"
+    """Enqueue anyway."""
+    SKIP = "SKIP"
+    """Skip this fire time while a job of the schedule is PENDING, FAILED or RUNNING."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSpec:
+    """A schedule as defined in code (``@app.schedule`` / ``app.add_schedule``)."""
+
+    name: str
+    task: str
+    cron: CronSchedule
+    args: Mapping[str, Any] = field(default_factory=dict)
+    queue: str | None = None
+    priority: int | None = None
+    misfire: Misfire = Misfire.ONCE
+    misfire_limit: int = DEFAULT_MISFIRE_LIMIT
+    overlap: Overlap = Overlap.ALLOW
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """One job a tick created."""
+
+    schedule: str
+    fire_time: datetime
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    """What one scheduler tick did."""
+
+    fired: list[Fired] = field(default_factory=list)
+    """Jobs created, per schedule and fire time."""
+    missed: int = 0
+    """Fire times passed over by the misfire policy (at least this many: a long downtime is
+    not enumerated to its start)."""
+    overlapped: int = 0
+    """Fire times skipped because the schedule's previous job had not finished."""
+
+
+FIRST_LOOKBACK = timedelta(hours=1)
+
+
+def fire_times_to_run(
+    cron: CronSchedule,
+    next_run_at: datetime,
+    now: datetime,
+    misfire: Misfire,
+    misfire_limit: int,
+) -> tuple[list[datetime], int]:
+    """The due fire times (``next_run_at`` up to ``now``) this tick runs, and how many it
+    passes over, by the misfire policy. Only the latest fire times matter, so after a long
+    downtime the search looks back from ``now`` in growing windows instead of enumerating
+    every missed minute since ``next_run_at``."""
+    want = misfire_limit if misfire is Misfire.ALL else 1
+    earliest = next_run_at - timedelta(microseconds=1)  # next_run_at itself is due
+    window = FIRST_LOOKBACK
+    while True:
+        start = max(earliest, now - window)
+        due = cron.fire_times(start, now)
+        if len(due) >= want or start == earliest:
+            break
+        window *= 8
+    chosen = due[-want:]
+    if misfire is Misfire.SKIP:
+        chosen = [t for t in chosen if now - t <= ON_TIME_GRACE]
+    return chosen, len(due) - len(chosen)
+
+
+class Scheduler:
+    """Materialises due schedules; run its :meth:`run_once` from one or many processes."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        statements: Statements,
+        task_options: Callable[[str], TaskOptions | None],
+        *,
+        batch: int = DEFAULT_DUE_BATCH,
+    ) -> None:
+        self.pool = pool
+        self.statements = statements
+        self.task_options = task_options
+        self.batch = batch
+
+    async def sync(self, specs: list[ScheduleSpec]) -> None:
+        """Upsert code-defined schedules by name (their next fire time from database now)."""
+        async with self.pool.connection() as conn:
+            now = (await fetch_async(conn, self.statements["schedule_now"], {}))[0]["now"]
+            for spec in specs:
+                await fetch_async(
+                    conn,
+                    self.statements["schedule_upsert"],
+                    {
+                        "name": spec.name,
+                        "task": spec.task,
+                        "args": encode_args(spec.args),
+                        "cron": spec.cron.expression,
+                        "timezone": spec.cron.timezone,
+                        "queue": spec.queue,
+                        "priority": spec.priority,
+                        "misfire": spec.misfire.value,
+                        "misfire_limit": spec.misfire_limit,
+                        "overlap": spec.overlap.value,
+                        "next_run_at": spec.cron.next_after(now),
+                        "origin": "code",
+                    },
+                )
+
+    async def run_once(self) -> TickResult:
+        """One tick: every due schedule, in one transaction."""
+        fired: list[Fired] = []
+        missed = overlapped = 0
+        async with self.pool.connection() as conn, conn.transaction():
+            due = await fetch_async(
+                conn, self.statements["schedule_due_lock"], {"limit": self.batch}
+            )
+            for row in due:
+                now: datetime = row["db_now"]
+                try:
+                    cron = CronSchedule.parse(row["cron"], row["timezone"])
+                except ScheduleError as exc:
+                    log.error(
+                        "schedule has an invalid definition; left alone",
+                        extra={"schedule": row["name"], "error": str(exc)},
+                    )
+                    continue
+                times, passed_over = fire_times_to_run(
+                    cron, row["next_run_at"], now, Misfire(row["misfire"]), row["misfire_limit"]
+                )
+                if times and Overlap(row["overlap"]) is Overlap.SKIP:
+                    active = await fetch_async(
+                        conn, self.statements["schedule_active_job"], {"schedule_id": row["id"]}
+                    )
+                    if active[0]["active"]:
+                        overlapped += len(times)
+                        times = []
+                created = (
+                    await fetch_async(
+                        conn, self.statements["schedule_fire"], self._job_params(row, times)
+                    )
+                    if times
+                    else []
+                )
+                fired.extend(Fired(row["name"], c["fire_time"], c["id"]) for c in created)
+                missed += passed_over
+                await fetch_async(
+                    conn,
+                    self.statements["schedule_advance"],
+                    {
+                        "schedule_id": row["id"],
+                        "next_run_at": cron.next_after(now),
+                        "last_fire_at": times[-1] if times else None,
+                    },
+                )
+        for item in fired:
+            log.info(
+                "schedule fired",
+                extra={
+                    "schedule": item.schedule,
+                    "job_id": item.job_id,
+                    "fire_time": item.fire_time.isoformat(),
+                },
+            )
+        return TickResult(fired, missed, overlapped)
+
+    def _job_params(self, row: dict[str, Any], times: list[datetime]) -> dict[str, Any]:
+        options = self.task_options(row["task"])
+        return {
+            "queue": row["queue"] or (options.queue if options else DEFAULT_QUEUE),
+            "task": row["task"],
+            "args": json.dumps(row["args"]),
+            "priority": row["priority"]
+            if row["priority"] is not None
+            else (options.priority if options else DEFAULT_PRIORITY),
+            "max_attempts": options.max_attempts if options else DEFAULT_MAX_ATTEMPTS,
+            "timeout": options.timeout if options else None,
+            "schedule_name": row["name"],
+            "schedule_id": row["id"],
+            "fire_times": times,
+        }
