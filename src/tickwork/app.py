@@ -46,9 +46,11 @@ from tickwork.task import Task, task_options
 from tickwork.types import AuditEvent, Execution, Job
 
 if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
     from tickwork.health import Health
     from tickwork.leases import Leader
-    from tickwork.schedule.scheduler import ScheduleSpec
+    from tickwork.schedule.scheduler import SchedulerService, ScheduleSpec, StoredSchedule
     from tickwork.worker.worker import Worker
 
 P = ParamSpec("P")
@@ -189,6 +191,54 @@ class App:
             return task
 
         return register
+
+    def list_schedules(self) -> list[StoredSchedule]:
+        """Every stored schedule, by name."""
+        from tickwork.schedule.scheduler import StoredSchedule
+
+        return [StoredSchedule.from_row(r) for r in self._query("schedule_list", {})]
+
+    def pause_schedule(self, name: str, *, paused: bool = True) -> StoredSchedule:
+        """Pause (or with ``paused=False`` resume) a stored schedule; it survives restarts."""
+        from tickwork.schedule.scheduler import StoredSchedule
+
+        found = self._query("schedule_set_paused", {"name": name, "paused": paused})
+        if not found:
+            raise ScheduleError("name", name, "is not a stored schedule")
+        return StoredSchedule.from_row(found[0])
+
+    def trigger_schedule(self, name: str, *, actor: str = DEFAULT_CREATED_BY) -> Job:
+        """Enqueue one job of a stored schedule now, outside its cron."""
+        stored = {s.name: s for s in self.list_schedules()}
+        if name not in stored:
+            raise ScheduleError("name", name, "is not a stored schedule")
+        task = self.tasks.get(stored[name].task)
+        options = task.options if task else None
+        found = self._query(
+            "schedule_trigger",
+            {
+                "name": name,
+                "queue": options.queue if options else DEFAULT_QUEUE,
+                "priority": options.priority if options else DEFAULT_PRIORITY,
+                "max_attempts": options.max_attempts if options else DEFAULT_MAX_ATTEMPTS,
+                "timeout": options.timeout if options else None,
+                "actor": actor,
+            },
+        )
+        return self.get_job(found[0]["id"])
+
+    def scheduler_service(self, pool: AsyncConnectionPool[Any]) -> SchedulerService:
+        """The SCHEDULER-lease-gated tick for this app's schedules, on ``pool``."""
+        from tickwork.leases import LeaseManager, Role
+        from tickwork.schedule.scheduler import Scheduler, SchedulerService
+
+        scheduler = Scheduler(
+            pool,
+            self.db.statements,
+            lambda name: self.tasks[name].options if name in self.tasks else None,
+        )
+        leases = LeaseManager(pool, self.db.statements, self.settings.leases, [Role.SCHEDULER])
+        return SchedulerService(scheduler, leases, interval=self.settings.scheduler.interval)
 
     def get_task(self, name: str) -> Task[Any, Any]:
         """The registered task called ``name``."""

@@ -219,6 +219,59 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+schedules_cli = typer.Typer(help="List, pause, resume and trigger stored schedules.")
+cli.add_typer(schedules_cli, name="schedules")
+
+
+@schedules_cli.command("list")
+def schedules_list(app: AppOption = None) -> None:
+    """Every stored schedule with its next fire time."""
+    from rich.console import Console
+    from rich.table import Table
+
+    logs.configure("ERROR")
+    table = Table(title="schedules")
+    for column in ("name", "task", "cron", "timezone", "state", "next run (UTC)", "last fire"):
+        table.add_column(column)
+    for s in load_app(app).list_schedules():
+        state = "paused" if s.paused else ("enabled" if s.enabled else "disabled")
+        last = s.last_fire_at.isoformat(timespec="seconds") if s.last_fire_at else "-"
+        table.add_row(
+            s.name,
+            s.task,
+            s.cron,
+            s.timezone,
+            state,
+            s.next_run_at.isoformat(timespec="seconds"),
+            last,
+        )
+    Console().print(table)
+
+
+@schedules_cli.command("pause")
+def schedules_pause(name: str, app: AppOption = None) -> None:
+    """Pause a schedule (it stays paused across restarts)."""
+    logs.configure("ERROR")
+    load_app(app).pause_schedule(name)
+    typer.echo(f"paused {name}")
+
+
+@schedules_cli.command("resume")
+def schedules_resume(name: str, app: AppOption = None) -> None:
+    """Resume a paused schedule."""
+    logs.configure("ERROR")
+    load_app(app).pause_schedule(name, paused=False)
+    typer.echo(f"resumed {name}")
+
+
+@schedules_cli.command("trigger")
+def schedules_trigger(name: str, app: AppOption = None) -> None:
+    """Enqueue one job of the schedule now."""
+    logs.configure("ERROR")
+    job = load_app(app).trigger_schedule(name, actor="cli")
+    typer.echo(f"enqueued job {job.id} for {name}")
+
+
 def main() -> None:
     """Entry point of the ``tickwork`` script: errors become one line and exit code 2."""
     try:

@@ -57,6 +57,7 @@ DEFAULT_SHUTDOWN_GRACE = 25.0
 DEFAULT_LEASE_HEARTBEAT = 15.0
 DEFAULT_LEADER_LEASE_TTL = 30.0
 
+DEFAULT_SCHEDULER_INTERVAL = 30.0
 DEFAULT_RETENTION_INTERVAL = 60.0
 DEFAULT_RETENTION_BATCH = 5000
 DEFAULT_FINISHED_RETENTION = 24 * 3600.0
@@ -120,6 +121,15 @@ class LeaseSettings(BaseModel):
         return self
 
 
+class SchedulerSettings(BaseModel):
+    """The scheduler tick (run by every worker process; the SCHEDULER lease holder ticks)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    interval: float = Field(DEFAULT_SCHEDULER_INTERVAL, gt=0)
+
+
 class RetentionSettings(BaseModel):
     """How long finished jobs are kept before workers delete them (with their executions)."""
 
@@ -156,6 +166,7 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=lambda: WorkerSettings())
     retention: RetentionSettings = Field(default_factory=lambda: RetentionSettings())
     leases: LeaseSettings = Field(default_factory=lambda: LeaseSettings())
+    scheduler: SchedulerSettings = Field(default_factory=lambda: SchedulerSettings())
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

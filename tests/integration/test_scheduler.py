@@ -173,3 +173,29 @@ def test_bad_schedule_definitions_are_refused(app: App) -> None:
     app.add_schedule("e", job, "* * * * *", args={"n": 1})
     with pytest.raises(ScheduleError, match="already a schedule"):
         app.add_schedule("e", job, "* * * * *", args={"n": 1})
+
+
+async def test_pause_resume_and_trigger(
+    app: App, pool: AsyncConnectionPool[Any], sql: psycopg.Connection[Any], sched_table: None
+) -> None:
+    @app.schedule("* * * * *", name="minutely")
+    @app.task(queue="cron")
+    def minutely() -> None:
+        pass
+
+    s = scheduler(app, pool)
+    await s.sync(list(app.schedules.values()))
+    assert app.pause_schedule("minutely").paused
+    backdate(sql, "minutely", "2026-01-01T00:00:00Z")
+    assert (await s.run_once()).fired == []  # paused: not due
+    await s.sync(list(app.schedules.values()))  # a restart keeps the operator's pause
+    assert [x.paused for x in app.list_schedules()] == [True]
+    assert not app.pause_schedule("minutely", paused=False).paused
+    assert len((await s.run_once()).fired) == 1
+    triggered = app.trigger_schedule("minutely", actor="user:ops")
+    assert (triggered.queue, triggered.created_by) == ("cron", "user:ops")
+    assert triggered.schedule_id is not None and triggered.fire_time is not None
+    with pytest.raises(ScheduleError, match=r"name \('nope'\) is not a stored schedule"):
+        app.trigger_schedule("nope")
+    with pytest.raises(ScheduleError, match="not a stored schedule"):
+        app.pause_schedule("nope")

@@ -10,6 +10,7 @@ failover can therefore never create a second job for a fire time, and because
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 import logging
@@ -24,8 +25,10 @@ from tickwork.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEU
 from tickwork.db.database import fetch_async
 from tickwork.db.statements import Statements
 from tickwork.errors import ScheduleError
+from tickwork.leases import LeaseManager, Role
 from tickwork.queue.enqueue import encode_args
 from tickwork.schedule.cron import CronSchedule
+from tickwork.service import run_periodically
 from tickwork.task import TaskOptions
 
 log = logging.getLogger("tickwork.scheduler")
@@ -70,6 +73,38 @@ class ScheduleSpec:
     misfire: Misfire = Misfire.ONCE
     misfire_limit: int = DEFAULT_MISFIRE_LIMIT
     overlap: Overlap = Overlap.ALLOW
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSchedule:
+    """A schedule as stored (what operators list, pause and resume)."""
+
+    name: str
+    task: str
+    cron: str
+    timezone: str
+    misfire: str
+    overlap: str
+    enabled: bool
+    paused: bool
+    next_run_at: datetime
+    last_fire_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> StoredSchedule:
+        """A ``schedules`` row."""
+        return cls(
+            name=row["name"],
+            task=row["task"],
+            cron=row["cron"],
+            timezone=row["timezone"],
+            misfire=row["misfire"],
+            overlap=row["overlap"],
+            enabled=row["enabled"],
+            paused=row["paused"],
+            next_run_at=row["next_run_at"],
+            last_fire_at=row["last_fire_at"],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,3 +270,30 @@ class Scheduler:
             "schedule_id": row["id"],
             "fire_times": times,
         }
+
+
+class SchedulerService:
+    """The scheduler tick behind the SCHEDULER lease: any number of processes run this, the
+    lease holder ticks, and the tick itself is idempotent should two ever overlap."""
+
+    def __init__(self, scheduler: Scheduler, leases: LeaseManager, *, interval: float) -> None:
+        self.scheduler = scheduler
+        self.leases = leases
+        self.interval = interval
+
+    async def run_once(self) -> TickResult | None:
+        """Tick if this process holds the SCHEDULER lease; None when it does not."""
+        if not self.leases.holds(Role.SCHEDULER):
+            return None
+        return await self.scheduler.run_once()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Compete for the lease and tick on the interval until ``stop`` is set."""
+        heartbeat = asyncio.create_task(self.leases.run(stop))
+        try:
+            await self.leases.run_once()  # take the lease now rather than a heartbeat later
+            await run_periodically(
+                self.run_once, interval=self.interval, stop=stop, log=log, name="scheduler tick"
+            )
+        finally:
+            await heartbeat

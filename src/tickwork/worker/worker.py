@@ -46,6 +46,7 @@ from tickwork.worker.context import JobContext
 
 if TYPE_CHECKING:
     from tickwork.app import App
+    from tickwork.schedule.scheduler import SchedulerService
     from tickwork.task import Task
 
 log = logging.getLogger("tickwork.worker")
@@ -166,6 +167,7 @@ class Worker:
         self._busy = 0  # attempts whose handler has not returned yet (their slots are taken)
         self.watchdog: Watchdog | None = None
         self.retention: Retention | None = None
+        self.scheduler_service: SchedulerService | None = None
         self._completer = Completer(self._execute_with_retry)
         self.listening = asyncio.Event()
         """Set while the LISTEN connection is up (cleared when it drops)."""
@@ -270,6 +272,14 @@ class Worker:
         if self.run_watchdog and self.watchdog is not None:
             self._background.append(
                 asyncio.create_task(self._watchdog_loop(), name="tickwork-watchdog")
+            )
+        if self.app.settings.scheduler.enabled and self._pool is not None:
+            self.scheduler_service = self.app.scheduler_service(self._pool)
+            await self.scheduler_service.scheduler.sync(list(self.app.schedules.values()))
+            self._background.append(
+                asyncio.create_task(
+                    self.scheduler_service.run(self._stop), name="tickwork-scheduler"
+                )
             )
         if self.app.settings.retention.enabled and self.retention is not None:
             self._background.append(

@@ -70,3 +70,13 @@ SELECT * FROM {schema}.schedules ORDER BY name;
 -- name: schedule_set_paused
 UPDATE {schema}.schedules SET paused = %(paused)s, updated_at = now() WHERE name = %(name)s
 RETURNING *;
+
+-- name: schedule_trigger
+-- Run a schedule now, outside its cron: one job, its fire time the database's now.
+WITH s AS (SELECT * FROM {schema}.schedules WHERE name = %(name)s)
+INSERT INTO {schema}.jobs
+    (queue, task, args, priority, max_attempts, timeout, created_by, schedule_id, fire_time)
+SELECT coalesce(s.queue, %(queue)s), s.task, s.args, coalesce(s.priority, %(priority)s),
+       %(max_attempts)s, %(timeout)s, %(actor)s, s.id, now()
+FROM s
+RETURNING id;

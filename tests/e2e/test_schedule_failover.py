@@ -1,0 +1,119 @@
+"""Failover of the scheduler: the SCHEDULER lease holder is killed with SIGKILL; another
+process takes the lease within TTL + heartbeat, and no fire time is lost or doubled."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+pytestmark = pytest.mark.e2e
+HERE = Path(__file__).parent
+
+
+def wait_for(predicate: Any, what: str, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def spawn(db_env: dict[str, str], tmp_path: Path) -> Iterator[Any]:
+    procs: list[subprocess.Popen[bytes]] = []
+    env = dict(
+        db_env,
+        PYTHONPATH=str(HERE),
+        TICKWORK_LEASES__HEARTBEAT="0.3",
+        TICKWORK_LEASES__TTL="1.5",
+        TICKWORK_SCHEDULER__INTERVAL="0.2",
+        TICKWORK_RETENTION__ENABLED="false",
+    )
+
+    def start(name: str) -> subprocess.Popen[bytes]:
+        log = (tmp_path / f"{name}.log").open("wb")
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tickwork",
+                "worker",
+                "--app",
+                "schedule_app:app",
+                "--queues",
+                "other",
+                "--log-level",
+                "INFO",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def holder_pid(sql: psycopg.Connection[Any]) -> int | None:
+    row = sql.execute(
+        "SELECT holder FROM leases WHERE name = 'SCHEDULER' AND expires_at > now()"
+    ).fetchone()
+    return int(row[0].split(":")[1]) if row else None
+
+
+def fire_count(sql: psycopg.Connection[Any]) -> int:
+    row = sql.execute("SELECT count(*) FROM jobs WHERE schedule_id IS NOT NULL").fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_killed_scheduler_is_replaced_and_no_fire_time_is_lost_or_doubled(
+    app: Any, sql: psycopg.Connection[Any], spawn: Any
+) -> None:
+    sql.execute("TRUNCATE schedules")
+    first = spawn("a")
+    second = spawn("b")
+    victim = wait_for(lambda: holder_pid(sql), "a scheduler to take the lease")
+    assert victim in (first.pid, second.pid)
+    wait_for(lambda: fire_count(sql) >= 3, "the schedule to fire")
+    os.kill(victim, signal.SIGKILL)
+    killed = sql.execute("SELECT now(), max(expires_at) FROM leases").fetchone()
+    assert killed is not None
+    killed_at, victim_expiry = killed
+    survivor = second if victim == first.pid else first
+    wait_for(lambda: holder_pid(sql) == survivor.pid, "the survivor to take over", 30)
+    taken = sql.execute("SELECT acquired_at FROM leases WHERE name = 'SCHEDULER'").fetchone()
+    assert taken is not None
+    assert taken[0] >= victim_expiry  # never while the dead holder's lease was still valid
+    fired_before = fire_count(sql)
+    wait_for(lambda: fire_count(sql) >= fired_before + 3, "the survivor to fire")
+    survivor.send_signal(signal.SIGTERM)
+    assert survivor.wait(60) == 0
+
+    times = [
+        r[0]
+        for r in sql.execute(
+            "SELECT fire_time FROM jobs WHERE schedule_id IS NOT NULL ORDER BY fire_time"
+        )
+    ]
+    assert len(times) == len(set(times))  # none doubled
+    gaps = {b - a for a, b in itertools.pairwise(times)}
+    assert gaps == {timedelta(seconds=1)}  # none lost: every second from first to last
+    assert any(t > killed_at for t in times)
