@@ -1,8 +1,9 @@
 """``tickwork demo``: the job path end to end, with a readable summary.
 
-Five jobs: one succeeds, one fails twice and then succeeds on retry, one exhausts its
-attempts and is dead-lettered, one is cancelled while pending, one is cancelled while
-running (the deferred cancel). A worker runs in this process until every job has settled.
+A schedule fires every two seconds while five jobs run: one succeeds, one fails twice and
+then succeeds on retry, one exhausts its attempts and is dead-lettered, one is cancelled
+while pending, one is cancelled while running (the deferred cancel). A worker runs in this
+process until every job has settled and the schedule has fired twice.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ from rich.table import Table
 
 from tickwork.app import App
 from tickwork.queue.backoff import FixedBackoff
-from tickwork.types import Job
+from tickwork.types import Job, JobState
 from tickwork.worker.context import JobContext
 from tickwork.worker.worker import Outcome
 
 DEMO_QUEUE = "demo"
+HEARTBEAT_SCHEDULE = "demo-heartbeat"
+HEARTBEATS_TO_SEE = 2
 
 
 def build_app() -> tuple[App, asyncio.Event]:
     """The demo's tasks, registered on a fresh App."""
-    app = App()
+    app = App(scheduler={"interval": 0.5})
     slow_started = asyncio.Event()
 
     @app.task(name="demo.greet", queue=DEMO_QUEUE)
@@ -44,6 +47,11 @@ def build_app() -> tuple[App, asyncio.Event]:
     @app.task(name="demo.report", queue=DEMO_QUEUE)
     def report(month: str) -> str:
         return f"report for {month}"
+
+    @app.schedule("*/2 * * * * *", name=HEARTBEAT_SCHEDULE)
+    @app.task(name="demo.heartbeat", queue=DEMO_QUEUE)
+    def heartbeat() -> str:
+        return "still here"
 
     @app.task(name="demo.export", queue=DEMO_QUEUE)
     async def export(rows: int) -> int:
@@ -70,12 +78,15 @@ async def _run(app: App, slow_started: asyncio.Event, console: Console) -> list[
     console.print(f"cancelled pending job {jobs[3].id} (demo.report)")
 
     waiting = {job.id for job in jobs} - {jobs[3].id}
+    heartbeats: list[int] = []
     settled = asyncio.Event()
 
     def on_finished(outcome: Outcome) -> None:
-        if outcome.job_state is not None and outcome.job_state.is_final:
+        if outcome.task == "demo.heartbeat" and outcome.job_state is JobState.SUCCEEDED:
+            heartbeats.append(outcome.job_id)
+        elif outcome.job_state is not None and outcome.job_state.is_final:
             waiting.discard(outcome.job_id)
-        if not waiting:
+        if not waiting and len(heartbeats) >= HEARTBEATS_TO_SEE:
             settled.set()
 
     worker = app.worker(
@@ -88,6 +99,13 @@ async def _run(app: App, slow_started: asyncio.Event, console: Console) -> list[
     await settled.wait()
     worker.request_stop()
     await running
+    for job_id in heartbeats:
+        fired = await app.get_job_async(job_id)
+        when = fired.fire_time.isoformat(timespec="seconds") if fired.fire_time else "?"
+        console.print(
+            f"schedule {HEARTBEAT_SCHEDULE} ('*/2 * * * * *') fired job {job_id} "
+            f"for {when}: {fired.state.value}"
+        )
     return [await app.get_job_async(job.id) for job in jobs]
 
 

@@ -30,6 +30,7 @@ def test_demo_settles_every_job_and_prints_a_summary(db_env: dict[str, str]) -> 
     for expected in ("SUCCEEDED", "DEAD_LETTER", "CANCELLED", "job.dead_lettered"):
         assert expected in done.stdout
     assert "job.cancel_requested" in done.stdout  # the deferred cancel of a running job
+    assert "schedule demo-heartbeat" in done.stdout  # the schedule fired
 
 
 def test_migrate_is_idempotent_and_doctor_reports(db_env: dict[str, str]) -> None:
