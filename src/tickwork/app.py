@@ -207,6 +207,23 @@ class App:
             raise ScheduleError("name", name, "is not a stored schedule")
         return StoredSchedule.from_row(found[0])
 
+    def enable_schedule(self, name: str, *, enabled: bool = True) -> StoredSchedule:
+        """Enable (or with ``enabled=False`` disable) a stored schedule. Re-enabled, it goes on
+        from its next fire time after now: the disabled window is not made up for."""
+        from tickwork.schedule.cron import CronSchedule
+        from tickwork.schedule.scheduler import StoredSchedule
+
+        stored = {s.name: s for s in self.list_schedules()}
+        if name not in stored:
+            raise ScheduleError("name", name, "is not a stored schedule")
+        cron = CronSchedule.parse(stored[name].cron, stored[name].timezone)
+        now = self._query("schedule_now", {})[0]["now"]
+        found = self._query(
+            "schedule_set_enabled",
+            {"name": name, "enabled": enabled, "next_run_at": cron.next_after(now)},
+        )
+        return StoredSchedule.from_row(found[0])
+
     def trigger_schedule(self, name: str, *, actor: str = DEFAULT_CREATED_BY) -> Job:
         """Enqueue one job of a stored schedule now, outside its cron."""
         stored = {s.name: s for s in self.list_schedules()}

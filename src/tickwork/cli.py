@@ -264,6 +264,22 @@ def schedules_resume(name: str, app: AppOption = None) -> None:
     typer.echo(f"resumed {name}")
 
 
+@schedules_cli.command("enable")
+def schedules_enable(name: str, app: AppOption = None) -> None:
+    """Enable a schedule; it goes on from its next fire time."""
+    logs.configure("ERROR")
+    load_app(app).enable_schedule(name)
+    typer.echo(f"enabled {name}")
+
+
+@schedules_cli.command("disable")
+def schedules_disable(name: str, app: AppOption = None) -> None:
+    """Disable a schedule."""
+    logs.configure("ERROR")
+    load_app(app).enable_schedule(name, enabled=False)
+    typer.echo(f"disabled {name}")
+
+
 @schedules_cli.command("trigger")
 def schedules_trigger(name: str, app: AppOption = None) -> None:
     """Enqueue one job of the schedule now."""

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -83,3 +84,12 @@ def test_bad_options_get_a_clear_error(db_env: dict[str, str]) -> None:
     bad = tickwork(dict(db_env, TICKWORK_WORKER__LEASE_TTL="1"), "worker")
     assert bad.returncode == 2
     assert "worker.lease_ttl (1.0s) must be greater than" in bad.stderr
+
+
+def test_schedules_commands(db_env: dict[str, str]) -> None:
+    env = dict(db_env, PYTHONPATH=str(Path(__file__).parent))
+    listed = tickwork(env, "schedules", "list")
+    assert listed.returncode == 0, listed.stderr
+    missing = tickwork(env, "schedules", "pause", "no-such-schedule")
+    assert missing.returncode == 2
+    assert "name ('no-such-schedule') is not a stored schedule" in missing.stderr

@@ -199,3 +199,21 @@ async def test_pause_resume_and_trigger(
         app.trigger_schedule("nope")
     with pytest.raises(ScheduleError, match="not a stored schedule"):
         app.pause_schedule("nope")
+
+
+async def test_disabled_schedule_is_not_ticked_and_resumes_from_now(
+    app: App, pool: AsyncConnectionPool[Any], sql: psycopg.Connection[Any], sched_table: None
+) -> None:
+    @app.schedule("* * * * *", name="minutely", misfire="ALL")
+    @app.task
+    def minutely() -> None:
+        pass
+
+    s = scheduler(app, pool)
+    await s.sync(list(app.schedules.values()))
+    assert not app.enable_schedule("minutely", enabled=False).enabled
+    backdate(sql, "minutely", "2026-01-01T00:00:00Z")
+    assert (await s.run_once()).fired == []
+    enabled = app.enable_schedule("minutely")
+    assert enabled.enabled and enabled.next_run_at > datetime(2026, 1, 1, tzinfo=UTC)
+    assert (await s.run_once()).fired == []  # the disabled window is not made up for

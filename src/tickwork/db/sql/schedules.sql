@@ -80,3 +80,13 @@ SELECT coalesce(s.queue, %(queue)s), s.task, s.args, coalesce(s.priority, %(prio
        %(max_attempts)s, %(timeout)s, %(actor)s, s.id, now()
 FROM s
 RETURNING id;
+
+-- name: schedule_set_enabled
+-- A disabled schedule is not ticked; enabling it again continues from its next fire time
+-- after now (the disabled window is not made up for).
+UPDATE {schema}.schedules
+SET enabled = %(enabled)s,
+    next_run_at = CASE WHEN %(enabled)s AND NOT enabled THEN %(next_run_at)s ELSE next_run_at END,
+    updated_at = now()
+WHERE name = %(name)s
+RETURNING *;
