@@ -117,3 +117,62 @@ def test_killed_scheduler_is_replaced_and_no_fire_time_is_lost_or_doubled(
     gaps = {b - a for a, b in itertools.pairwise(times)}
     assert gaps == {timedelta(seconds=1)}  # none lost: every second from first to last
     assert any(t > killed_at for t in times)
+
+
+def consecutive_seconds(sql: psycopg.Connection[Any]) -> list[Any]:
+    times = [
+        r[0]
+        for r in sql.execute(
+            "SELECT fire_time FROM jobs WHERE schedule_id IS NOT NULL ORDER BY fire_time"
+        )
+    ]
+    assert len(times) == len(set(times))  # none doubled
+    assert {b - a for a, b in itertools.pairwise(times)} == {timedelta(seconds=1)}  # none lost
+    return times
+
+
+def test_several_ticking_processes_make_one_job_per_fire_time(
+    app: Any, sql: psycopg.Connection[Any], db_env: dict[str, str], tmp_path: Path
+) -> None:
+    sql.execute("TRUNCATE schedules")
+    stop = tmp_path / "stop"
+    env = dict(db_env, PYTHONPATH=str(HERE))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "tick_loop.py"), str(stop)], env=env, stdout=subprocess.PIPE
+        )
+        for _ in range(3)
+    ]
+    try:
+        wait_for(lambda: fire_count(sql) >= 4, "several fire times")
+    finally:
+        stop.touch()
+        outputs = [p.communicate(timeout=60)[0].decode() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert all(int(out.split()[1]) > 1 for out in outputs)  # each really ticked repeatedly
+    assert len(consecutive_seconds(sql)) >= 4
+
+
+def test_restart_after_downtime_makes_up_every_missed_fire_time(
+    app: Any, sql: psycopg.Connection[Any], spawn: Any
+) -> None:
+    sql.execute("TRUNCATE schedules")
+    worker = spawn("first")
+    wait_for(lambda: fire_count(sql) >= 2, "the schedule to fire")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(60) == 0
+    stopped = sql.execute("SELECT max(fire_time) FROM jobs").fetchone()
+    assert stopped is not None
+    # let several fire times pass with nothing running (on the database clock)
+    wait_for(
+        lambda: (
+            sql.execute("SELECT now() > %s + interval '3 seconds'", [stopped[0]]).fetchone()
+            == (True,)
+        ),
+        "fire times to pass unattended",
+    )
+    before = fire_count(sql)
+    spawn("second")
+    wait_for(lambda: fire_count(sql) >= before + 5, "the restarted scheduler to catch up")
+    times = consecutive_seconds(sql)  # misfire ALL: the downtime's fire times were made up
+    assert times[0] < stopped[0] < times[-1]
