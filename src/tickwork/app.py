@@ -213,36 +213,29 @@ class App:
         from tickwork.schedule.cron import CronSchedule
         from tickwork.schedule.scheduler import StoredSchedule
 
-        stored = {s.name: s for s in self.list_schedules()}
-        if name not in stored:
-            raise ScheduleError("name", name, "is not a stored schedule")
-        cron = CronSchedule.parse(stored[name].cron, stored[name].timezone)
-        now = self._query("schedule_now", {})[0]["now"]
+        row = self._stored_schedule(name)
+        cron = CronSchedule.parse(row["cron"], row["timezone"])
         found = self._query(
             "schedule_set_enabled",
-            {"name": name, "enabled": enabled, "next_run_at": cron.next_after(now)},
+            {"name": name, "enabled": enabled, "next_run_at": cron.next_after(row["db_now"])},
         )
         return StoredSchedule.from_row(found[0])
 
     def trigger_schedule(self, name: str, *, actor: str = DEFAULT_CREATED_BY) -> Job:
         """Enqueue one job of a stored schedule now, outside its cron."""
-        stored = {s.name: s for s in self.list_schedules()}
-        if name not in stored:
-            raise ScheduleError("name", name, "is not a stored schedule")
-        task = self.tasks.get(stored[name].task)
-        options = task.options if task else None
-        found = self._query(
-            "schedule_trigger",
-            {
-                "name": name,
-                "queue": options.queue if options else DEFAULT_QUEUE,
-                "priority": options.priority if options else DEFAULT_PRIORITY,
-                "max_attempts": options.max_attempts if options else DEFAULT_MAX_ATTEMPTS,
-                "timeout": options.timeout if options else None,
-                "actor": actor,
-            },
-        )
+        from tickwork.schedule.scheduler import job_options
+
+        row = self._stored_schedule(name)
+        task = self.tasks.get(row["task"])
+        params = job_options(task.options if task else None, row) | {"name": name, "actor": actor}
+        found = self._query("schedule_trigger", params)
         return self.get_job(found[0]["id"])
+
+    def _stored_schedule(self, name: str) -> Row:
+        found = self._query("schedule_get", {"name": name})
+        if not found:
+            raise ScheduleError("name", name, "is not a stored schedule")
+        return found[0]
 
     def scheduler_service(self, pool: AsyncConnectionPool[Any]) -> SchedulerService:
         """The SCHEDULER-lease-gated tick for this app's schedules, on ``pool``."""

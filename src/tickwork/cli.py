@@ -248,36 +248,41 @@ def schedules_list(app: AppOption = None) -> None:
     Console().print(table)
 
 
+def _schedule_change(app: str | None, name: str, change: str) -> None:
+    logs.configure("ERROR")
+    the_app = load_app(app)
+    actions = {
+        "paused": lambda: the_app.pause_schedule(name),
+        "resumed": lambda: the_app.pause_schedule(name, paused=False),
+        "enabled": lambda: the_app.enable_schedule(name),
+        "disabled": lambda: the_app.enable_schedule(name, enabled=False),
+    }
+    actions[change]()
+    typer.echo(f"{change} {name}")
+
+
 @schedules_cli.command("pause")
 def schedules_pause(name: str, app: AppOption = None) -> None:
     """Pause a schedule (it stays paused across restarts)."""
-    logs.configure("ERROR")
-    load_app(app).pause_schedule(name)
-    typer.echo(f"paused {name}")
+    _schedule_change(app, name, "paused")
 
 
 @schedules_cli.command("resume")
 def schedules_resume(name: str, app: AppOption = None) -> None:
     """Resume a paused schedule."""
-    logs.configure("ERROR")
-    load_app(app).pause_schedule(name, paused=False)
-    typer.echo(f"resumed {name}")
+    _schedule_change(app, name, "resumed")
 
 
 @schedules_cli.command("enable")
 def schedules_enable(name: str, app: AppOption = None) -> None:
     """Enable a schedule; it goes on from its next fire time."""
-    logs.configure("ERROR")
-    load_app(app).enable_schedule(name)
-    typer.echo(f"enabled {name}")
+    _schedule_change(app, name, "enabled")
 
 
 @schedules_cli.command("disable")
 def schedules_disable(name: str, app: AppOption = None) -> None:
     """Disable a schedule."""
-    logs.configure("ERROR")
-    load_app(app).enable_schedule(name, enabled=False)
-    typer.echo(f"disabled {name}")
+    _schedule_change(app, name, "disabled")
 
 
 @schedules_cli.command("trigger")

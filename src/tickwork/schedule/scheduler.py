@@ -256,20 +256,27 @@ class Scheduler:
         return TickResult(fired, missed, overlapped)
 
     def _job_params(self, row: dict[str, Any], times: list[datetime]) -> dict[str, Any]:
-        options = self.task_options(row["task"])
-        return {
-            "queue": row["queue"] or (options.queue if options else DEFAULT_QUEUE),
+        return job_options(self.task_options(row["task"]), row) | {
             "task": row["task"],
             "args": json.dumps(row["args"]),
-            "priority": row["priority"]
-            if row["priority"] is not None
-            else (options.priority if options else DEFAULT_PRIORITY),
-            "max_attempts": options.max_attempts if options else DEFAULT_MAX_ATTEMPTS,
-            "timeout": options.timeout if options else None,
             "schedule_name": row["name"],
             "schedule_id": row["id"],
             "fire_times": times,
         }
+
+
+def job_options(options: TaskOptions | None, schedule: Mapping[str, Any]) -> dict[str, Any]:
+    """Queue, priority, attempts and timeout of a schedule's job: the schedule's own queue and
+    priority, else the task's, else the defaults (a task this process does not know still
+    gets its job, which fails visibly on a worker that lacks it)."""
+    return {
+        "queue": schedule["queue"] or (options.queue if options else DEFAULT_QUEUE),
+        "priority": schedule["priority"]
+        if schedule["priority"] is not None
+        else (options.priority if options else DEFAULT_PRIORITY),
+        "max_attempts": options.max_attempts if options else DEFAULT_MAX_ATTEMPTS,
+        "timeout": options.timeout if options else None,
+    }
 
 
 class SchedulerService:

@@ -64,6 +64,9 @@ SET next_run_at = %(next_run_at)s,
     last_fire_at = coalesce(%(last_fire_at)s, last_fire_at)
 WHERE id = %(schedule_id)s;
 
+-- name: schedule_get
+SELECT *, now() AS db_now FROM {schema}.schedules WHERE name = %(name)s;
+
 -- name: schedule_list
 SELECT * FROM {schema}.schedules ORDER BY name;
 
@@ -76,8 +79,8 @@ RETURNING *;
 WITH s AS (SELECT * FROM {schema}.schedules WHERE name = %(name)s)
 INSERT INTO {schema}.jobs
     (queue, task, args, priority, max_attempts, timeout, created_by, schedule_id, fire_time)
-SELECT coalesce(s.queue, %(queue)s), s.task, s.args, coalesce(s.priority, %(priority)s),
-       %(max_attempts)s, %(timeout)s, %(actor)s, s.id, now()
+SELECT %(queue)s, s.task, s.args, %(priority)s, %(max_attempts)s, %(timeout)s, %(actor)s,
+       s.id, now()
 FROM s
 RETURNING id;
 
