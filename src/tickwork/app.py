@@ -480,14 +480,18 @@ def _as_spec(item: JobSpec | Mapping[str, Any], index: int) -> JobSpec:
 
 
 def _in_order(found: list[Row], plan: InsertPlan) -> list[Job]:
-    """Jobs in input order. New rows got ids in input order; a duplicate has the older id of
-    the job holding its key, so keyed rows are matched by key and the rest by id order."""
-    by_key = {r["unique_key"]: r for r in found if r["unique_key"] is not None}
-    fresh = iter(sorted((r for r in found if r["unique_key"] is None), key=lambda r: r["id"]))
-    per_sent = [
-        decode.inserted_job(row, by_key[row.unique_key] if row.unique_key else next(fresh))
-        for row in plan.sent
-    ]
+    """Jobs in input order. New rows got ids in input order; a duplicate comes back whole, as
+    the job holding its key, so keyed rows are matched by key first."""
+    answer = found[0]
+    holders = {doc["unique_key"]: doc for doc in answer["duplicates"]}
+    new_ids = iter(answer["ids"])
+    per_sent = []
+    for row, args in zip(plan.sent, plan.sent_args, strict=True):
+        holder = holders.get(row.unique_key) if row.unique_key is not None else None
+        if holder is not None:
+            per_sent.append(decode.duplicate_job(holder))
+        else:
+            per_sent.append(decode.inserted_job(row, next(new_ids), args, answer["created_at"]))
     jobs: list[Job] = []
     seen: set[int] = set()
     for sent_index in plan.position:

@@ -15,13 +15,13 @@ from tickwork.queue.enqueue import (
     DEFAULT_CREATED_BY,
     JobRow,
     JobSpec,
+    check_args_mapping,
     check_max_attempts,
     check_priority,
     check_queue,
     check_run_at,
     check_timeout,
     check_unique_key,
-    encode_args,
 )
 from tickwork.types import Job
 
@@ -90,7 +90,7 @@ class Task(Generic[P, R]):
 
     def check_args(self, args: Mapping[str, Any]) -> None:
         """Refuse arguments the handler could not be called with."""
-        keys = args.keys()
+        keys = check_args_mapping(args).keys()
         if self._required <= keys and (self._any_keyword or keys <= self._keywords):
             return  # the common case, without building a BoundArguments
         try:
@@ -104,21 +104,21 @@ class Task(Generic[P, R]):
             ) from None
 
     def row(self, spec: JobSpec, created_by: str = DEFAULT_CREATED_BY) -> JobRow:
-        """Validate one job of this task against its options."""
+        """Validate one job of this task against its options (checked at registration, so
+        only the options a job sets itself are checked here)."""
         self.check_args(spec.args)
         opts = self.options
         return JobRow(
-            queue=check_queue(spec.queue if spec.queue is not None else opts.queue),
+            queue=opts.queue if spec.queue is None else check_queue(spec.queue),
             task=self.name,
             args=spec.args,
-            args_json=encode_args(spec.args),
-            priority=check_priority(spec.priority if spec.priority is not None else opts.priority),
-            max_attempts=check_max_attempts(
-                spec.max_attempts if spec.max_attempts is not None else opts.max_attempts
-            ),
-            run_at=check_run_at(spec.run_at),
-            timeout=check_timeout(spec.timeout if spec.timeout is not None else opts.timeout),
-            unique_key=check_unique_key(spec.unique_key),
+            priority=opts.priority if spec.priority is None else check_priority(spec.priority),
+            max_attempts=opts.max_attempts
+            if spec.max_attempts is None
+            else check_max_attempts(spec.max_attempts),
+            run_at=None if spec.run_at is None else check_run_at(spec.run_at),
+            timeout=opts.timeout if spec.timeout is None else check_timeout(spec.timeout),
+            unique_key=None if spec.unique_key is None else check_unique_key(spec.unique_key),
             created_by=created_by,
         )
 
@@ -191,7 +191,7 @@ def task_options(
             check_queue(queue)
         check_priority(priority)
         check_max_attempts(max_attempts)
-        check_timeout(timeout)
+        timeout = check_timeout(timeout)
     except EnqueueError as exc:
         raise TaskDefinitionError(f"task {name!r}: {exc}") from None
     if backoff is not None and not callable(backoff):

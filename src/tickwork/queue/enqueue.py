@@ -45,14 +45,13 @@ class JobSpec:
     """Dedupes against jobs with this key that may still run."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per job on the enqueue path, where that costs
 class JobRow:
-    """A validated job, ready to insert."""
+    """A validated job, ready to insert (internal; never changed after it is built)."""
 
     queue: str
     task: str
     args: Mapping[str, Any]
-    args_json: str
     priority: int
     max_attempts: int
     run_at: datetime | None
@@ -63,8 +62,7 @@ class JobRow:
 
 def encode_args(args: Mapping[str, Any]) -> str:
     """JSON text of the arguments, or an error naming the argument that cannot be encoded."""
-    if not isinstance(args, Mapping):
-        raise EnqueueError("args", args, "must be a mapping of argument names to values")
+    check_args_mapping(args)
     try:
         return json.dumps(dict(args), allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
@@ -76,6 +74,12 @@ def encode_args(args: Mapping[str, Any]) -> str:
                     f"args.{key}", value, f"is not JSON-serialisable: {inner}"
                 ) from None
         raise EnqueueError("args", args, f"is not JSON-serialisable: {exc}") from None
+
+
+def check_args_mapping(args: Any) -> Mapping[str, Any]:
+    if not isinstance(args, Mapping):
+        raise EnqueueError("args", args, "must be a mapping of argument names to values")
+    return args
 
 
 def check_queue(queue: Any) -> str:
@@ -144,14 +148,25 @@ class InsertPlan:
     params: dict[str, Any]
     sent: list[JobRow]
     """The rows sent, in order (a key repeated within the batch is sent once)."""
+    sent_args: list[dict[str, Any]]
+    """The arguments of each sent row as they will be stored (decoded from what was sent)."""
     position: list[int]
     """For each input row, the index of the row sent for it."""
 
 
 def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
-    """``job_insert`` for one job (the cheapest form), ``job_insert_many`` otherwise."""
+    """``job_insert`` for one job (the cheapest form), ``job_insert_many`` otherwise.
+
+    Arguments are encoded once, as part of the statement's parameters; they are checked by
+    that encoding (an argument that cannot be encoded is named by :func:`encode_args`), and
+    the arguments the returned jobs carry are decoded from the same text, in one call.
+    """
     if len(rows) == 1:
-        return InsertPlan("job_insert", insert_one_params(rows[0]), [rows[0]], [0])
+        row = rows[0]
+        args_json = encode_args(row.args)
+        return InsertPlan(
+            "job_insert", insert_one_params(row, args_json), [row], [json.loads(args_json)], [0]
+        )
     sent: list[JobRow] = []
     position: list[int] = []
     first_by_key: dict[str, int] = {}
@@ -164,33 +179,33 @@ def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
             first_by_key[row.unique_key] = len(sent)
         position.append(len(sent))
         sent.append(row)
-    # One C-encoded JSON document for the whole batch (args were checked by encode_args).
-    batch = json.dumps(
-        [
-            {
-                "queue": r.queue,
-                "task": r.task,
-                "args": r.args,
-                "priority": r.priority,
-                "max_attempts": r.max_attempts,
-                "run_at": None if r.run_at is None else r.run_at.isoformat(),
-                "timeout": r.timeout,
-                "unique_key": r.unique_key,
-                "created_by": r.created_by,
-            }
-            for r in sent
-        ],
-        separators=(",", ":"),
-    )
-    return InsertPlan("job_insert_many", {"jobs": batch}, sent, position)
+    # The arguments as one C-encoded JSON array; every other column as one typed array.
+    try:
+        args_json = json.dumps([r.args for r in sent], allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        for r in sent:
+            encode_args(r.args)  # raises, naming the argument
+        raise
+    params = {
+        "args": args_json,
+        "queue": [r.queue for r in sent],
+        "task": [r.task for r in sent],
+        "priority": [r.priority for r in sent],
+        "max_attempts": [r.max_attempts for r in sent],
+        "run_at": [r.run_at for r in sent],
+        "timeout": [r.timeout for r in sent],
+        "unique_key": [r.unique_key for r in sent],
+        "created_by": [r.created_by for r in sent],
+    }
+    return InsertPlan("job_insert_many", params, sent, json.loads(args_json), position)
 
 
-def insert_one_params(row: JobRow) -> dict[str, Any]:
+def insert_one_params(row: JobRow, args_json: str) -> dict[str, Any]:
     """Parameters of ``job_insert`` (a single job)."""
     return {
         "queue": row.queue,
         "task": row.task,
-        "args": row.args_json,
+        "args": args_json,
         "priority": row.priority,
         "max_attempts": row.max_attempts,
         "run_at": row.run_at,

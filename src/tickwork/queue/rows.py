@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -61,23 +60,25 @@ def stored_job(document: dict[str, Any]) -> Job:
     return job(row)
 
 
-def inserted_job(sent: JobRow, found: Row) -> Job:
-    """The job an enqueue created (from what was sent and what the insert returned), or the
-    existing job that holds its ``unique_key``."""
-    if found["duplicate"]:
-        return replace(stored_job(found["existing"]), duplicate=True)
+def duplicate_job(document: dict[str, Any]) -> Job:
+    """The existing job that holds the ``unique_key`` an enqueue asked for."""
+    return replace(stored_job(document), duplicate=True)
+
+
+def inserted_job(sent: JobRow, job_id: int, args: dict[str, Any], created_at: datetime) -> Job:
+    """The job an enqueue created, from what was sent and the id and time it was given."""
     return Job(
-        id=found["id"],
+        id=job_id,
         queue=sent.queue,
         task=sent.task,
-        args=json.loads(sent.args_json),
+        args=args,
         state=JobState.PENDING,
         priority=sent.priority,
         attempts=0,
         max_attempts=sent.max_attempts,
-        run_at=found["run_at"],
+        run_at=created_at if sent.run_at is None else sent.run_at,
         timeout=sent.timeout,
-        created_at=found["created_at"],
+        created_at=created_at,
         created_by=sent.created_by,
         unique_key=sent.unique_key,
     )

@@ -5,40 +5,42 @@
 -- PostgreSQL); channel "{schema}.control" carries "cancel:<job id>".
 
 -- name: job_insert_many
--- Enqueue a batch in one round trip. The batch travels as one JSON array (decoded by the
--- server: far cheaper than one array parameter per column), in input order (ORDINALITY),
--- so new ids follow input order. A row whose unique_key is held by a job that may still run
--- (PENDING, FAILED awaiting retry, RUNNING) is not inserted: the no-op DO UPDATE returns the
--- existing job instead, atomically, even against a concurrent enqueue of the same key; only
--- for those rows is the whole stored job sent back (the caller knows the rest).
-WITH input AS (
-    SELECT *
-    FROM ROWS FROM (
-        jsonb_to_recordset(%(jobs)s::jsonb) AS (
-            queue text, task text, args jsonb, priority smallint, max_attempts integer,
-            run_at timestamptz, timeout float8, unique_key text, created_by text)
-    ) WITH ORDINALITY AS i(queue, task, args, priority, max_attempts, run_at, timeout,
-                          unique_key, created_by, ord)
-), inserted AS (
+-- Enqueue a batch in one round trip. The arguments travel as one JSON array, every other
+-- column as one typed array (the cheapest forms to send and to decode), zipped in input
+-- order (ORDINALITY), so new ids follow input order. A row whose unique_key is held by a job
+-- that may still run (PENDING, FAILED awaiting retry, RUNNING) is not inserted: the no-op
+-- DO UPDATE returns the existing job instead, atomically, even against a concurrent enqueue
+-- of the same key. The answer is one row: the new ids (input order), the whole stored job
+-- only for the duplicates (the caller knows the rest), and now() (every new job's
+-- created_at).
+WITH inserted AS (
     INSERT INTO {schema}.jobs AS j
         (queue, task, args, priority, max_attempts, run_at, timeout, unique_key, created_by)
-    SELECT queue, task, args, priority, max_attempts, coalesce(run_at, now()), timeout,
+    SELECT queue, task, args::jsonb, priority, max_attempts, coalesce(run_at, now()), timeout,
            unique_key, created_by
-    FROM input
+    FROM ROWS FROM (
+        json_array_elements(%(args)s::json),
+        unnest(%(queue)s::text[]), unnest(%(task)s::text[]), unnest(%(priority)s::int2[]),
+        unnest(%(max_attempts)s::int4[]), unnest(%(run_at)s::timestamptz[]),
+        unnest(%(timeout)s::float8[]), unnest(%(unique_key)s::text[]),
+        unnest(%(created_by)s::text[])
+    ) WITH ORDINALITY AS i(args, queue, task, priority, max_attempts, run_at, timeout,
+                          unique_key, created_by, ord)
     ORDER BY ord  -- identity values follow input order; the caller relies on it
     ON CONFLICT (unique_key)
         WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING')
         DO UPDATE SET unique_key = EXCLUDED.unique_key  -- no-op, so RETURNING yields the holder
-    RETURNING j.id, j.queue, j.unique_key, j.run_at, j.created_at, (j.xmax <> 0) AS duplicate,
+    RETURNING j.id, j.queue, j.run_at, (j.xmax <> 0) AS duplicate,
               CASE WHEN j.xmax <> 0 THEN to_jsonb(j) END AS existing
 ), notify AS (
     SELECT pg_notify('{schema}.jobs', q.queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE NOT duplicate AND run_at <= now()) AS q
 )
-SELECT id, unique_key, run_at, created_at, duplicate, existing,
+SELECT coalesce(array_agg(id ORDER BY id) FILTER (WHERE NOT duplicate), '{}') AS ids,
+       coalesce(jsonb_agg(existing) FILTER (WHERE duplicate), '[]') AS duplicates,
+       now() AS created_at,
        (SELECT count(*) FROM notify) AS notified
-FROM inserted
-ORDER BY id;
+FROM inserted;
 
 -- name: job_insert
 -- One job: the same rules and the same answer as job_insert_many, in the cheapest form (a
@@ -52,12 +54,14 @@ WITH inserted AS (
     ON CONFLICT (unique_key)
         WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING')
         DO UPDATE SET unique_key = EXCLUDED.unique_key  -- no-op, so RETURNING yields the holder
-    RETURNING j.id, j.queue, j.unique_key, j.run_at, j.created_at, (j.xmax <> 0) AS duplicate,
+    RETURNING j.id, j.queue, j.run_at, (j.xmax <> 0) AS duplicate,
               CASE WHEN j.xmax <> 0 THEN to_jsonb(j) END AS existing
 ), notify AS (
     SELECT pg_notify('{schema}.jobs', queue) FROM inserted WHERE NOT duplicate AND run_at <= now()
 )
-SELECT id, unique_key, run_at, created_at, duplicate, existing,
+SELECT CASE WHEN duplicate THEN '{}' ELSE ARRAY[id] END AS ids,
+       CASE WHEN duplicate THEN jsonb_build_array(existing) ELSE '[]' END AS duplicates,
+       now() AS created_at,
        (SELECT count(*) FROM notify) AS notified
 FROM inserted;
 
