@@ -20,7 +20,23 @@ import pytest
 
 from tickwork import App, Outcome, Worker
 
-TABLES = ("audit_events", "executions", "jobs", "leases", "schedules", "workers")
+TABLES = (
+    "audit_events",
+    "executions",
+    "jobs",
+    "leases",
+    "schedules",
+    "workers",
+    "users",
+    "refresh_tokens",
+    "api_tokens",
+    "invites",
+    "login_failures",
+    "queues",
+    "app_settings",
+    "variables",
+    "secrets",
+)
 
 
 @pytest.fixture(scope="session")

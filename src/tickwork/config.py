@@ -63,6 +63,21 @@ DEFAULT_RETENTION_BATCH = 5000
 DEFAULT_FINISHED_RETENTION = 24 * 3600.0
 DEFAULT_DEAD_LETTER_RETENTION = 7 * 24 * 3600.0
 
+DEFAULT_API_HOST = "127.0.0.1"
+DEFAULT_API_PORT = 8080
+DEFAULT_ACCESS_TOKEN_TTL = 900.0
+MAX_ACCESS_TOKEN_TTL = 900.0
+DEFAULT_REFRESH_TOKEN_TTL = 30 * 24 * 3600.0
+DEFAULT_JWT_ISSUER = "tickwork"
+DEFAULT_JWT_AUDIENCE = "tickwork-api"
+DEFAULT_LOGIN_WINDOW = 900.0
+DEFAULT_LOGIN_MAX_PER_ACCOUNT = 5
+DEFAULT_LOGIN_MAX_PER_ADDRESS = 20
+DEFAULT_INVITE_TTL = 7 * 24 * 3600.0
+
+SECRET_FIELDS = ("database_url", "secret", "password")
+"""A setting whose name contains one of these is never echoed in an error."""
+
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
@@ -145,6 +160,46 @@ class RetentionSettings(BaseModel):
     off (every update of a job leaves a dead row that only vacuum reclaims)."""
 
 
+class AuthSettings(BaseModel):
+    """Logins, tokens and the first administrator."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jwt_secret: SecretStr | None = None
+    """Signing key of access tokens; when unset one is generated once and stored."""
+    issuer: str = Field(DEFAULT_JWT_ISSUER, min_length=1)
+    audience: str = Field(DEFAULT_JWT_AUDIENCE, min_length=1)
+    access_token_ttl: float = Field(DEFAULT_ACCESS_TOKEN_TTL, gt=0, le=MAX_ACCESS_TOKEN_TTL)
+    refresh_token_ttl: float = Field(DEFAULT_REFRESH_TOKEN_TTL, gt=0)
+    invite_ttl: float = Field(DEFAULT_INVITE_TTL, gt=0)
+    login_window: float = Field(DEFAULT_LOGIN_WINDOW, gt=0)
+    """Seconds over which failed logins are counted for throttling."""
+    login_max_per_account: int = Field(DEFAULT_LOGIN_MAX_PER_ACCOUNT, ge=1)
+    login_max_per_address: int = Field(DEFAULT_LOGIN_MAX_PER_ADDRESS, ge=1)
+    admin_email: str | None = None
+    """The first administrator, created at first start when no user exists."""
+    admin_password: SecretStr | None = None
+    """Their password; when unset a random one is generated and printed once."""
+
+    @model_validator(mode="after")
+    def _check(self) -> AuthSettings:
+        secret = self.jwt_secret.get_secret_value() if self.jwt_secret else None
+        if secret is not None and len(secret) < 32:
+            raise ValueError("auth.jwt_secret (<redacted>) must be at least 32 characters")
+        return self
+
+
+class ApiSettings(BaseModel):
+    """Where ``tickwork serve`` listens."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = DEFAULT_API_HOST
+    port: int = Field(DEFAULT_API_PORT, ge=0, le=65535)
+    public_url: str | None = None
+    """The address users open (printed at start; decides Secure cookies when https)."""
+
+
 class Settings(BaseSettings):
     """All of tickwork's configuration."""
 
@@ -167,6 +222,8 @@ class Settings(BaseSettings):
     retention: RetentionSettings = Field(default_factory=lambda: RetentionSettings())
     leases: LeaseSettings = Field(default_factory=lambda: LeaseSettings())
     scheduler: SchedulerSettings = Field(default_factory=lambda: SchedulerSettings())
+    auth: AuthSettings = Field(default_factory=lambda: AuthSettings())
+    api: ApiSettings = Field(default_factory=lambda: ApiSettings())
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -227,7 +284,7 @@ def describe(exc: ValidationError, prefix: str = "") -> str:
         message = error["msg"].removeprefix("Value error, ")
         if loc and not isinstance(error.get("input"), dict):
             value = error.get("input")
-            if "database_url" in loc:
+            if any(word in loc for word in SECRET_FIELDS):
                 value = "<redacted>"
             lines.append(f"{loc} ({value!r}): {message}")
         else:

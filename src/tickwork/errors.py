@@ -78,3 +78,47 @@ class TaskTimeout(TickworkError):
 
 class JobCancelled(TickworkError):
     """Raised inside a handler (or recorded) when its job's cancel was requested."""
+
+
+class AuthError(TickworkError):
+    """Authentication failed: bad credentials, or a missing, invalid or revoked token."""
+
+
+class LoginThrottled(AuthError):
+    """Too many failed logins for this account or client address; try again later."""
+
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(f"too many failed logins; retry after {retry_after:.0f} s")
+
+
+class PermissionDenied(TickworkError):
+    """The caller's role is below the role the operation requires."""
+
+    def __init__(self, needed: str, held: str) -> None:
+        self.needed = needed
+        self.held = held
+        super().__init__(f"this operation needs role {needed}; the caller has {held}")
+
+
+class NotFoundError(TickworkError, LookupError):
+    """A named object (user, schedule, token, invite) does not exist."""
+
+    def __init__(self, kind: str, key: object) -> None:
+        self.kind = kind
+        self.key = key
+        super().__init__(f"{kind} {key!r} does not exist")
+
+
+class ConflictError(TickworkError):
+    """The request conflicts with what is stored (a duplicate email, a used invite)."""
+
+
+class InvalidInput(TickworkError, ValueError):
+    """A request field is invalid; names the field and the value."""
+
+    def __init__(self, field: str, value: object, reason: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{field} ({value!r}) {reason}")
