@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import psycopg
 
+from tickwork import metrics
 from tickwork.config import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PRIORITY,
@@ -30,6 +31,7 @@ from tickwork.errors import (
     UnknownTaskError,
 )
 from tickwork.queue import rows as decode
+from tickwork.queue.admin import ALLOWED_FROM
 from tickwork.queue.backoff import Backoff
 from tickwork.queue.enqueue import (
     DEFAULT_CREATED_BY,
@@ -198,16 +200,20 @@ class App:
 
         return [StoredSchedule.from_row(r) for r in self._query("schedule_list", {})]
 
-    def pause_schedule(self, name: str, *, paused: bool = True) -> StoredSchedule:
+    def pause_schedule(
+        self, name: str, *, paused: bool = True, actor: str = DEFAULT_CREATED_BY
+    ) -> StoredSchedule:
         """Pause (or with ``paused=False`` resume) a stored schedule; it survives restarts."""
         from tickwork.schedule.scheduler import StoredSchedule
 
-        found = self._query("schedule_set_paused", {"name": name, "paused": paused})
+        found = self._query("schedule_set_paused", {"name": name, "paused": paused, "actor": actor})
         if not found:
             raise ScheduleError("name", name, "is not a stored schedule")
         return StoredSchedule.from_row(found[0])
 
-    def enable_schedule(self, name: str, *, enabled: bool = True) -> StoredSchedule:
+    def enable_schedule(
+        self, name: str, *, enabled: bool = True, actor: str = DEFAULT_CREATED_BY
+    ) -> StoredSchedule:
         """Enable (or with ``enabled=False`` disable) a stored schedule. Re-enabled, it goes on
         from its next fire time after now: the disabled window is not made up for."""
         from tickwork.schedule.cron import CronSchedule
@@ -217,7 +223,12 @@ class App:
         cron = CronSchedule.parse(row["cron"], row["timezone"])
         found = self._query(
             "schedule_set_enabled",
-            {"name": name, "enabled": enabled, "next_run_at": cron.next_after(row["db_now"])},
+            {
+                "name": name,
+                "enabled": enabled,
+                "next_run_at": cron.next_after(row["db_now"]),
+                "actor": actor,
+            },
         )
         return StoredSchedule.from_row(found[0])
 
@@ -326,8 +337,9 @@ class App:
             with self.db.pool().connection() as own:
                 return fetch(own, sql, params)
 
-        rows = _translate(run)
-        return _in_order(rows, plan)
+        enqueued = _in_order(_translate(run), plan)
+        _count_enqueued(enqueued)
+        return enqueued
 
     async def enqueue_many_async(
         self,
@@ -351,7 +363,9 @@ class App:
                     rows = await fetch_async(own, sql, params)
         except psycopg.Error as exc:
             raise _database_error(exc) from exc
-        return _in_order(rows, plan)
+        enqueued = _in_order(rows, plan)
+        _count_enqueued(enqueued)
+        return enqueued
 
     # -- inspection and operator actions ------------------------------------------------
 
@@ -397,18 +411,18 @@ class App:
         The running attempt is told (async handlers are cancelled, sync ones can poll
         ``ctx.cancel_requested``) and the job becomes CANCELLED when the attempt completes.
         """
-        self._transition("job_cancel", job_id, actor, "cancel", ["PENDING", "FAILED", "RUNNING"])
+        self._transition("job_cancel", job_id, actor, "cancel", ALLOWED_FROM["cancel"])
         return self.get_job(job_id)
 
     def retry(self, job_id: int, *, actor: str = DEFAULT_CREATED_BY) -> Job:
         """Send a DEAD_LETTER or FAILED job back to PENDING now; its history is kept."""
-        self._transition("job_retry", job_id, actor, "retry", ["DEAD_LETTER", "FAILED"])
+        self._transition("job_retry", job_id, actor, "retry", ALLOWED_FROM["retry"])
         return self.get_job(job_id)
 
     def _transition(
         self, statement: str, job_id: int, actor: str, operation: str, allowed: list[str]
     ) -> None:
-        found = self._query(statement, {"job_id": job_id, "actor": actor})
+        found = self._query(statement, {"job_ids": [job_id], "actor": actor})
         if not found:
             raise JobNotFoundError(job_id)
         if found[0]["state"] is None:
@@ -501,6 +515,16 @@ def _in_order(found: list[Row], plan: InsertPlan) -> list[Job]:
         seen.add(sent_index)
         jobs.append(job)
     return jobs
+
+
+def _count_enqueued(jobs: list[Job]) -> None:
+    """Metrics: new jobs by task (one counter call per task of the batch)."""
+    by_task: dict[str, int] = {}
+    for job in jobs:
+        if not job.duplicate:
+            by_task[job.task] = by_task.get(job.task, 0) + 1
+    for task, count in by_task.items():
+        metrics.enqueued(task, count)
 
 
 def _database_error(exc: psycopg.Error) -> DatabaseError:

@@ -49,9 +49,17 @@ class Retention:
     async def run_once(self) -> PruneResult:
         """Delete everything past its window now."""
         deleted = 0
+        async with self.pool.connection() as conn:
+            # Operators may change the windows at run time (app settings); they win.
+            stored = await fetch_async(conn, self.statements["app_setting_list"], {})
+        override = {r["key"]: r["value"] for r in stored}
         params = {
-            "finished_after": self.settings.finished_after,
-            "dead_letter_after": self.settings.dead_letter_after,
+            "finished_after": override.get(
+                "retention.finished_after", self.settings.finished_after
+            ),
+            "dead_letter_after": override.get(
+                "retention.dead_letter_after", self.settings.dead_letter_after
+            ),
             "limit": self.settings.batch,
         }
         while True:

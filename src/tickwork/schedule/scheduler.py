@@ -89,6 +89,16 @@ class StoredSchedule:
     paused: bool
     next_run_at: datetime
     last_fire_at: datetime | None
+    args: dict[str, Any] = field(default_factory=dict)
+    """Arguments of each job."""
+    queue: str | None = None
+    """The jobs' queue (None: the task's)."""
+    priority: int | None = None
+    """The jobs' priority (None: the task's)."""
+    misfire_limit: int = DEFAULT_MISFIRE_LIMIT
+    """Most missed fire times made up for under misfire ALL."""
+    origin: str = "code"
+    """"code" (rewritten from the code at every start) or "api" (stored by an operator)."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> StoredSchedule:
@@ -104,6 +114,11 @@ class StoredSchedule:
             paused=row["paused"],
             next_run_at=row["next_run_at"],
             last_fire_at=row["last_fire_at"],
+            args=row["args"],
+            queue=row["queue"],
+            priority=row["priority"],
+            misfire_limit=row["misfire_limit"],
+            origin=row["origin"],
         )
 
 

@@ -21,11 +21,13 @@ import math
 import os
 import random
 import socket
+import time
 import traceback
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -33,6 +35,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 from pydantic import ValidationError
 
+from tickwork import metrics
 from tickwork.config import WorkerSettings, describe
 from tickwork.db.database import Row, fetch_async
 from tickwork.errors import ConfigError, JobCancelled
@@ -114,6 +117,7 @@ class _Running:
     cancel_sent: bool = False  # the runner task was cancelled by _interrupt
     thread_result: asyncio.Future[Any] | None = None  # a sync handler's pending result
     cut: bool = False  # interrupted by shutdown: _drain releases it instead of recording
+    started: float = 0.0  # monotonic start of the attempt (metrics)
 
 
 class Worker:
@@ -132,6 +136,7 @@ class Worker:
         watchdog_batch: int | None = None,
         shutdown_grace: float | None = None,
         run_watchdog: bool = True,
+        run_executor: bool = True,
         on_finished: Callable[[Outcome], None] | None = None,
     ) -> None:
         given = {
@@ -155,6 +160,8 @@ class Worker:
         self.id = uuid.uuid4()
         self.actor = f"worker:{self.id}"
         self.run_watchdog = run_watchdog
+        self.run_executor = run_executor
+        """False: only the background services (watchdog, scheduler, retention) run."""
         self.on_finished = on_finished
         self.statements = app.db.statements
         self._inflight: dict[int, _Running] = {}
@@ -286,7 +293,10 @@ class Worker:
                 asyncio.create_task(self.retention.run(asyncio.Event()), name="tickwork-retention")
             )
         try:
-            await self._claim_loop()
+            if self.run_executor:
+                await self._claim_loop()
+            else:
+                await self._stop.wait()
         finally:
             await self._drain()
             for task in self._background:
@@ -350,6 +360,9 @@ class Worker:
         if task is not None and task.pass_context:
             running.ctx = JobContext(job=job, execution_id=execution_id, worker_id=self.id)
         self._inflight[execution_id] = running
+        running.started = time.monotonic()
+        claimed_at = row["lease_expires_at"] - timedelta(seconds=self.settings.lease_ttl)
+        metrics.picked_up(job.queue, (claimed_at - job.run_at).total_seconds())
         self._busy += 1
         running.runner = asyncio.create_task(self._attempt(running, task))
         return running.runner
@@ -377,6 +390,12 @@ class Worker:
         finally:
             if not running.cut:
                 self._inflight.pop(running.execution_id, None)
+        metrics.attempt_finished(
+            job.task,
+            outcome.execution_state.value,
+            time.monotonic() - running.started,
+            outcome.job_state is JobState.DEAD_LETTER,
+        )
         ok = outcome.execution_state is ExecutionState.SUCCEEDED
         level = logging.DEBUG if ok else logging.WARNING
         if log.isEnabledFor(level):

@@ -85,7 +85,11 @@ WHERE j.id = %(job_id)s;
 -- released when this statement's transaction commits, a moment later.
 WITH next AS (
     SELECT c.id
-    FROM unnest(%(queues)s::text[]) AS q(name)
+    FROM (
+        SELECT u.name FROM unnest(%(queues)s::text[]) AS u(name)
+        WHERE NOT EXISTS (  -- a paused queue is not claimed from (nor are its rows locked)
+            SELECT 1 FROM {schema}.queues p WHERE p.name = u.name AND p.paused)
+    ) AS q
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at
         FROM {schema}.jobs
@@ -172,12 +176,14 @@ SELECT f.id AS job_id, f.execution_id, f.state
 FROM finished f;
 
 -- name: job_cancel
--- PENDING or FAILED (awaiting retry): cancel at once. RUNNING: record the request; the job
--- becomes CANCELLED when the attempt completes, and the worker is told over "control".
--- FOR UPDATE re-reads the row after any concurrent claim or completion commits, so the
--- decision is made on the current state.
+-- Cancel the jobs %(job_ids)s (one or many). PENDING or FAILED (awaiting retry): cancel at
+-- once. RUNNING: record the request; the job becomes CANCELLED when the attempt completes,
+-- and the worker is told over "control". FOR UPDATE re-reads each row after any concurrent
+-- claim or completion commits, so the decision is made on the current state; rows are locked
+-- in id order, so two bulk operations cannot deadlock. One answer row per job found.
 WITH target AS (
-    SELECT id, state FROM {schema}.jobs WHERE id = %(job_id)s FOR UPDATE
+    SELECT id, state FROM {schema}.jobs WHERE id = ANY(%(job_ids)s::bigint[])
+    ORDER BY id FOR UPDATE
 ), changed AS (
     UPDATE {schema}.jobs j
     SET state = CASE WHEN t.state = 'RUNNING' THEN 'RUNNING' ELSE 'CANCELLED' END,
@@ -199,15 +205,18 @@ WITH target AS (
     SELECT pg_notify('{schema}.control', 'cancel:' || c.id) FROM changed c
     WHERE c.state = 'RUNNING'
 )
-SELECT t.state AS previous_state, c.state AS state, (SELECT count(*) FROM notify) AS notified
+SELECT t.id, t.state AS previous_state, c.state AS state,
+       (SELECT count(*) FROM notify) AS notified
 FROM target t
 LEFT JOIN changed c ON c.id = t.id;
 
 -- name: job_retry
--- Manual retry: DEAD_LETTER or FAILED back to PENDING now. Executions stay as history; a job
--- whose attempts are exhausted is granted one more.
+-- Manual retry of the jobs %(job_ids)s: DEAD_LETTER or FAILED back to PENDING now.
+-- Executions stay as history; a job whose attempts are exhausted is granted one more.
+-- Locks in id order, one answer row per job found (as job_cancel).
 WITH target AS (
-    SELECT id, state FROM {schema}.jobs WHERE id = %(job_id)s FOR UPDATE
+    SELECT id, state FROM {schema}.jobs WHERE id = ANY(%(job_ids)s::bigint[])
+    ORDER BY id FOR UPDATE
 ), changed AS (
     UPDATE {schema}.jobs j
     SET state = 'PENDING', run_at = now(), finished_at = NULL, cancel_requested_at = NULL,
@@ -221,14 +230,37 @@ WITH target AS (
            jsonb_build_object('from', t.state, 'max_attempts', c.max_attempts)
     FROM changed c JOIN target t ON t.id = c.id
 ), notify AS (
-    SELECT pg_notify('{schema}.jobs', c.queue) FROM changed c
+    SELECT pg_notify('{schema}.jobs', q.queue) FROM (SELECT DISTINCT queue FROM changed) AS q
 )
-SELECT t.state AS previous_state, c.state AS state, (SELECT count(*) FROM notify) AS notified
+SELECT t.id, t.state AS previous_state, c.state AS state,
+       (SELECT count(*) FROM notify) AS notified
 FROM target t
 LEFT JOIN changed c ON c.id = t.id;
 
+-- name: job_list
+-- Operators' job listing: every filter is optional (NULL = not filtering), newest first,
+-- keyset-paginated by id (%(before_id)s: the last id of the previous page).
+SELECT j.*, false AS duplicate, NULL::jsonb AS error
+FROM {schema}.jobs j
+WHERE (%(states)s::text[] IS NULL OR j.state = ANY(%(states)s::text[]))
+  AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+  AND (%(task)s::text IS NULL OR j.task = %(task)s)
+  AND (%(schedule_id)s::bigint IS NULL OR j.schedule_id = %(schedule_id)s)
+  AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s)
+  AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
+  AND (%(finished_from)s::timestamptz IS NULL OR j.finished_at >= %(finished_from)s)
+  AND (%(finished_to)s::timestamptz IS NULL OR j.finished_at < %(finished_to)s)
+  AND (%(before_id)s::bigint IS NULL OR j.id < %(before_id)s)
+ORDER BY j.id DESC
+LIMIT %(limit)s;
+
 -- name: job_count_by_state
 SELECT state, count(*) AS n FROM {schema}.jobs GROUP BY state;
+
+-- name: job_count_by_queue_state
+-- Metrics: jobs by queue and state (a full count; retention keeps the table the size of the
+-- recent work).
+SELECT queue, state, count(*) AS n FROM {schema}.jobs GROUP BY queue, state ORDER BY 1, 2;
 
 -- name: job_prune_finished
 -- Retention: delete jobs that finished before their window, with their executions, a batch

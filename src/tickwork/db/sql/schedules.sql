@@ -71,25 +71,106 @@ SELECT *, now() AS db_now FROM {schema}.schedules WHERE name = %(name)s;
 SELECT * FROM {schema}.schedules ORDER BY name;
 
 -- name: schedule_set_paused
-UPDATE {schema}.schedules SET paused = %(paused)s, updated_at = now() WHERE name = %(name)s
-RETURNING *;
+-- Pause or resume, with the audit event in the same statement.
+WITH changed AS (
+    UPDATE {schema}.schedules SET paused = %(paused)s, updated_at = now()
+    WHERE name = %(name)s
+    RETURNING *
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, CASE WHEN c.paused THEN 'schedule.paused' ELSE 'schedule.resumed' END,
+           'schedule', c.name, '{}'::jsonb
+    FROM changed c
+)
+SELECT * FROM changed;
 
 -- name: schedule_trigger
 -- Run a schedule now, outside its cron: one job, its fire time the database's now.
-WITH s AS (SELECT * FROM {schema}.schedules WHERE name = %(name)s)
-INSERT INTO {schema}.jobs
-    (queue, task, args, priority, max_attempts, timeout, created_by, schedule_id, fire_time)
-SELECT %(queue)s, s.task, s.args, %(priority)s, %(max_attempts)s, %(timeout)s, %(actor)s,
-       s.id, now()
-FROM s
-RETURNING id;
+WITH s AS (SELECT * FROM {schema}.schedules WHERE name = %(name)s), job AS (
+    INSERT INTO {schema}.jobs
+        (queue, task, args, priority, max_attempts, timeout, created_by, schedule_id, fire_time)
+    SELECT %(queue)s, s.task, s.args, %(priority)s, %(max_attempts)s, %(timeout)s, %(actor)s,
+           s.id, now()
+    FROM s
+    RETURNING id, queue
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, 'schedule.triggered', 'schedule', %(name)s, jsonb_build_object('job_id', j.id)
+    FROM job j
+), notify AS (
+    SELECT pg_notify('{schema}.jobs', j.queue) FROM job j
+)
+SELECT id, (SELECT count(*) FROM notify) AS notified FROM job;
 
 -- name: schedule_set_enabled
 -- A disabled schedule is not ticked; enabling it again continues from its next fire time
--- after now (the disabled window is not made up for).
-UPDATE {schema}.schedules
-SET enabled = %(enabled)s,
-    next_run_at = CASE WHEN %(enabled)s AND NOT enabled THEN %(next_run_at)s ELSE next_run_at END,
-    updated_at = now()
-WHERE name = %(name)s
-RETURNING *;
+-- after now (the disabled window is not made up for). Audited in the same statement.
+WITH changed AS (
+    UPDATE {schema}.schedules
+    SET enabled = %(enabled)s,
+        next_run_at = CASE WHEN %(enabled)s AND NOT enabled THEN %(next_run_at)s
+                           ELSE next_run_at END,
+        updated_at = now()
+    WHERE name = %(name)s
+    RETURNING *
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, CASE WHEN c.enabled THEN 'schedule.enabled' ELSE 'schedule.disabled' END,
+           'schedule', c.name, '{}'::jsonb
+    FROM changed c
+)
+SELECT * FROM changed;
+
+-- name: schedule_create
+-- A schedule stored by an operator (origin "api"); a name already taken answers no row.
+-- The audit event is written in the same statement.
+WITH created AS (
+    INSERT INTO {schema}.schedules
+        (name, task, args, cron, timezone, queue, priority, misfire, misfire_limit, overlap,
+         enabled, next_run_at, origin)
+    VALUES (%(name)s, %(task)s, %(args)s::jsonb, %(cron)s, %(timezone)s, %(queue)s,
+            %(priority)s, %(misfire)s, %(misfire_limit)s, %(overlap)s, %(enabled)s,
+            %(next_run_at)s, 'api')
+    ON CONFLICT (name) DO NOTHING
+    RETURNING *
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, 'schedule.created', 'schedule', c.name,
+           jsonb_build_object('task', c.task, 'cron', c.cron, 'timezone', c.timezone)
+    FROM created c
+)
+SELECT * FROM created;
+
+-- name: schedule_edit
+-- Replace an operator-stored schedule's definition (the caller merged the changes). Only
+-- origin "api": a schedule defined in code is rewritten from the code at every start, so an
+-- edit would not last. next_run_at is recomputed only when cron or time zone changed.
+WITH edited AS (
+    UPDATE {schema}.schedules s
+    SET task = %(task)s, args = %(args)s::jsonb, queue = %(queue)s, priority = %(priority)s,
+        misfire = %(misfire)s, misfire_limit = %(misfire_limit)s, overlap = %(overlap)s,
+        enabled = %(enabled)s,
+        next_run_at = CASE
+            WHEN (s.cron, s.timezone) IS DISTINCT FROM (%(cron)s, %(timezone)s)
+                 OR (%(enabled)s AND NOT s.enabled)
+            THEN %(next_run_at)s ELSE s.next_run_at END,
+        cron = %(cron)s, timezone = %(timezone)s, updated_at = now()
+    WHERE s.name = %(name)s AND s.origin = 'api'
+    RETURNING s.*
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, 'schedule.edited', 'schedule', e.name, %(changes)s::jsonb
+    FROM edited e
+)
+SELECT * FROM edited;
+
+-- name: schedule_delete
+-- Delete an operator-stored schedule (origin "api"); jobs it made stay, with their
+-- schedule_id, as history.
+WITH gone AS (
+    DELETE FROM {schema}.schedules WHERE name = %(name)s AND origin = 'api' RETURNING name
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, 'schedule.deleted', 'schedule', g.name, '{}'::jsonb FROM gone g
+)
+SELECT name FROM gone;

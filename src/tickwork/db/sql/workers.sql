@@ -9,3 +9,13 @@ UPDATE {schema}.workers SET last_seen_at = now() WHERE id = %(id)s;
 
 -- name: worker_stop
 UPDATE {schema}.workers SET stopped_at = now(), last_seen_at = now() WHERE id = %(id)s;
+
+-- name: worker_list
+-- Live workers (not stopped, seen within %(stale_after)s seconds) with their attempts in flight.
+SELECT w.*,
+       (SELECT count(*) FROM {schema}.executions e
+        WHERE e.worker_id = w.id AND e.state = 'RUNNING') AS in_flight
+FROM {schema}.workers w
+WHERE w.stopped_at IS NULL
+  AND w.last_seen_at >= now() - make_interval(secs => %(stale_after)s)
+ORDER BY w.started_at;

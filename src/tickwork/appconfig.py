@@ -1,0 +1,162 @@
+"""Operator-editable state kept in the database: app settings (a fixed set of known keys,
+each validated) and global variables (values shared across jobs; a secret one's value is
+never returned once stored)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.config import Settings
+from tickwork.db.database import Row, fetch_async
+from tickwork.db.statements import Statements
+from tickwork.errors import InvalidInput, NotFoundError
+
+VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """A setting operators may change, with where its default comes from."""
+
+    description: str
+    config_path: tuple[str, str]
+    """The configuration field that gives the default (section, name)."""
+
+    def default(self, settings: Settings) -> Any:
+        section, name = self.config_path
+        return getattr(getattr(settings, section), name)
+
+    def check(self, key: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise InvalidInput(key, value, "must be a positive number of seconds")
+        return float(value)
+
+
+KNOWN: dict[str, Known] = {
+    "retention.finished_after": Known(
+        "seconds a SUCCEEDED or CANCELLED job is kept", ("retention", "finished_after")
+    ),
+    "retention.dead_letter_after": Known(
+        "seconds a DEAD_LETTER job is kept", ("retention", "dead_letter_after")
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SettingView:
+    """A setting's effective value, its default, and who last changed it."""
+
+    key: str
+    value: Any
+    default: Any
+    description: str
+    updated_at: datetime | None
+    updated_by: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """A global variable (``value`` is None for a secret one)."""
+
+    name: str
+    value: str | None
+    secret: bool
+    updated_at: datetime
+    updated_by: str
+
+
+async def _fetch(
+    pool: AsyncConnectionPool[Any], statements: Statements, name: str, params: dict[str, Any]
+) -> list[Row]:
+    async with pool.connection() as conn:
+        return await fetch_async(conn, statements[name], params)
+
+
+async def list_settings(
+    pool: AsyncConnectionPool[Any], statements: Statements, settings: Settings
+) -> list[SettingView]:
+    """Every known setting with its effective value."""
+    stored = {r["key"]: r for r in await _fetch(pool, statements, "app_setting_list", {})}
+    views = []
+    for key, known in KNOWN.items():
+        row = stored.get(key)
+        default = known.default(settings)
+        views.append(
+            SettingView(
+                key=key,
+                value=row["value"] if row else default,
+                default=default,
+                description=known.description,
+                updated_at=row["updated_at"] if row else None,
+                updated_by=row["updated_by"] if row else None,
+            )
+        )
+    return views
+
+
+async def put_setting(
+    pool: AsyncConnectionPool[Any],
+    statements: Statements,
+    settings: Settings,
+    key: str,
+    value: Any,
+    actor: str,
+) -> SettingView:
+    """Change a known setting; it takes effect at the next pass of what reads it."""
+    known = KNOWN.get(key)
+    if known is None:
+        raise InvalidInput("key", key, f"is not a setting (known: {', '.join(sorted(KNOWN))})")
+    checked = known.check(key, value)
+    params = {"key": key, "value": json.dumps(checked), "actor": actor}
+    row = (await _fetch(pool, statements, "app_setting_put", params))[0]
+    return SettingView(
+        key, row["value"], known.default(settings), known.description, row["updated_at"], actor
+    )
+
+
+async def effective(
+    pool: AsyncConnectionPool[Any], statements: Statements, settings: Settings
+) -> dict[str, Any]:
+    """Every known setting's effective value, by key."""
+    return {v.key: v.value for v in await list_settings(pool, statements, settings)}
+
+
+def check_variable_name(name: str) -> str:
+    if not VARIABLE_NAME.match(name):
+        raise InvalidInput(
+            "name", name, "must start with a letter or _ and hold 1-128 of letters, digits, _.-"
+        )
+    return name
+
+
+async def list_variables(pool: AsyncConnectionPool[Any], statements: Statements) -> list[Variable]:
+    """Every variable; secret ones without their value."""
+    return [Variable(**r) for r in await _fetch(pool, statements, "variable_list", {})]
+
+
+async def put_variable(
+    pool: AsyncConnectionPool[Any],
+    statements: Statements,
+    name: str,
+    value: str,
+    *,
+    secret: bool,
+    actor: str,
+) -> Variable:
+    """Create or replace a variable."""
+    params = {"name": check_variable_name(name), "value": value, "secret": secret, "actor": actor}
+    return Variable(**(await _fetch(pool, statements, "variable_put", params))[0])
+
+
+async def delete_variable(
+    pool: AsyncConnectionPool[Any], statements: Statements, name: str, *, actor: str
+) -> None:
+    """Delete a variable."""
+    if not await _fetch(pool, statements, "variable_delete", {"name": name, "actor": actor}):
+        raise NotFoundError("variable", name)

@@ -1,0 +1,60 @@
+"""The audit trail as operators read it: filtered, newest first, a page at a time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.db.database import fetch_async
+from tickwork.db.statements import Statements
+from tickwork.queue import rows as decode
+from tickwork.queue.admin import DEFAULT_PAGE, Page, check_limit, check_range
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFilter:
+    """Which events to list; every field is optional."""
+
+    actor: str | None = None
+    """Exactly this actor ("user:ada@example.com", "worker:<id>", "scheduler", ...)."""
+    event_type: str | None = None
+    """Exactly this event type ("job.retried", "queue.paused", ...)."""
+    target_type: str | None = None
+    """"job", "queue", "schedule", "user", ..."""
+    target_id: str | None = None
+    """The target's id or name."""
+    occurred_from: datetime | None = None
+    """At or after."""
+    occurred_to: datetime | None = None
+    """Before."""
+
+    def __post_init__(self) -> None:
+        check_range("occurred", self.occurred_from, self.occurred_to)
+
+
+async def list_events(
+    pool: AsyncConnectionPool[Any],
+    statements: Statements,
+    where: AuditFilter,
+    *,
+    limit: int = DEFAULT_PAGE,
+    before_id: int | None = None,
+) -> Page:
+    """Audit events matching ``where``, newest first."""
+    params = {
+        "actor": where.actor,
+        "event_type": where.event_type,
+        "target_type": where.target_type,
+        "target_id": where.target_id,
+        "occurred_from": where.occurred_from,
+        "occurred_to": where.occurred_to,
+        "limit": check_limit(limit),
+        "before_id": before_id,
+    }
+    async with pool.connection() as conn:
+        found = await fetch_async(conn, statements["audit_list"], params)
+    events = [decode.audit_event(r) for r in found]
+    return Page(events, events[-1].id if len(events) == limit else None)

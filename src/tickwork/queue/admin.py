@@ -1,0 +1,306 @@
+"""Operators' view of the queue: job listings with strict filters, bulk retry and cancel,
+queue statistics and pause, live workers.
+
+Every function takes an async connection pool and the statements (the storage seam); the API
+and the CLI share them. Filters are checked here, once: an unknown state or a malformed value
+is an :class:`~tickwork.errors.InvalidInput` naming the field, never an unfiltered answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.db.database import Row, fetch_async
+from tickwork.db.statements import Statements
+from tickwork.errors import InvalidInput
+from tickwork.queue import rows as decode
+from tickwork.queue.enqueue import check_queue
+from tickwork.types import Execution, JobState
+
+MAX_PAGE = 500
+DEFAULT_PAGE = 50
+MAX_BULK = 10_000
+"""Jobs one bulk retry or cancel may touch; narrow the filter for more."""
+THROUGHPUT_WINDOW = 300.0
+"""Seconds over which a queue's recent throughput is counted."""
+WORKER_STALE_AFTER = 120.0
+OPERATIONS = {"retry": "job_retry", "cancel": "job_cancel"}
+"""Operator actions on jobs, by the statement that performs them."""
+ALLOWED_FROM = {"retry": ["DEAD_LETTER", "FAILED"], "cancel": ["PENDING", "FAILED", "RUNNING"]}
+"""The states each action applies to (the statements hold the same rule)."""
+"""A worker not seen for this long is not listed as live."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs to list or act on; every field is optional."""
+
+    states: list[JobState] | None = None
+    """Any of these states."""
+    queue: str | None = None
+    """Exactly this queue."""
+    task: str | None = None
+    """Exactly this task name."""
+    schedule: str | None = None
+    """Made by this stored schedule (by name)."""
+    created_from: datetime | None = None
+    """Created at or after."""
+    created_to: datetime | None = None
+    """Created before."""
+    finished_from: datetime | None = None
+    """Finished at or after."""
+    finished_to: datetime | None = None
+    """Finished before."""
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        state: list[str] | None = None,
+        queue: str | None = None,
+        task: str | None = None,
+        schedule: str | None = None,
+        created_from: datetime | None = None,
+        created_to: datetime | None = None,
+        finished_from: datetime | None = None,
+        finished_to: datetime | None = None,
+    ) -> JobFilter:
+        """A filter from raw request values; an unknown state is refused, not ignored."""
+        states = None
+        if state:
+            states = []
+            for value in state:
+                for part in value.split(","):
+                    try:
+                        states.append(JobState(part.strip().upper()))
+                    except ValueError:
+                        known = ", ".join(s.value for s in JobState)
+                        raise InvalidInput("state", part, f"is not a job state ({known})") from None
+        if queue is not None:
+            check_queue(queue)
+        check_range("created", created_from, created_to)
+        check_range("finished", finished_from, finished_to)
+        return cls(
+            states, queue, task, schedule, created_from, created_to, finished_from, finished_to
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a listing, newest first."""
+
+    items: list[Any]
+    next_cursor: int | None
+    """Pass as ``before_id`` for the next page; None on the last page."""
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """What a bulk retry or cancel did."""
+
+    matched: int
+    """Jobs the filter selected."""
+    changed: list[int]
+    """Ids of the jobs the operation changed (others were in a state it does not apply to)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One queue as operators see it."""
+
+    name: str
+    paused: bool
+    pending: int
+    running: int
+    failed: int
+    succeeded: int
+    cancelled: int
+    dead_letter: int
+    oldest_pending_seconds: float | None
+    """Age of the oldest runnable job (None when nothing is waiting)."""
+    finished_last_5_minutes: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A live worker process."""
+
+    id: UUID
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    in_flight: int
+    started_at: datetime
+    last_seen_at: datetime
+
+
+def check_range(name: str, start: datetime | None, end: datetime | None) -> None:
+    """``<name>_from`` and ``<name>_to`` are zone-aware and in order."""
+    if start is not None and start.tzinfo is None:
+        raise InvalidInput(f"{name}_from", start.isoformat(), "must carry a time zone offset")
+    if end is not None and end.tzinfo is None:
+        raise InvalidInput(f"{name}_to", end.isoformat(), "must carry a time zone offset")
+    if start is not None and end is not None and end <= start:
+        raise InvalidInput(f"{name}_to", end.isoformat(), f"must be after {name}_from")
+
+
+def check_limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput("limit", limit, f"must be between 1 and {MAX_PAGE}")
+    return limit
+
+
+async def _fetch(
+    pool: AsyncConnectionPool[Any], statements: Statements, name: str, params: dict[str, Any]
+) -> list[Row]:
+    async with pool.connection() as conn:
+        return await fetch_async(conn, statements[name], params)
+
+
+async def _filter_params(
+    pool: AsyncConnectionPool[Any], statements: Statements, where: JobFilter
+) -> dict[str, Any] | None:
+    """Statement parameters of a filter; None when it names a schedule that does not exist
+    (so nothing can match)."""
+    schedule_id = None
+    if where.schedule is not None:
+        found = await _fetch(pool, statements, "schedule_get", {"name": where.schedule})
+        if not found:
+            return None
+        schedule_id = found[0]["id"]
+    return {
+        "states": [s.value for s in where.states] if where.states else None,
+        "queue": where.queue,
+        "task": where.task,
+        "schedule_id": schedule_id,
+        "created_from": where.created_from,
+        "created_to": where.created_to,
+        "finished_from": where.finished_from,
+        "finished_to": where.finished_to,
+    }
+
+
+async def list_jobs(
+    pool: AsyncConnectionPool[Any],
+    statements: Statements,
+    where: JobFilter,
+    *,
+    limit: int = DEFAULT_PAGE,
+    before_id: int | None = None,
+) -> Page:
+    """Jobs matching ``where``, newest first, a page at a time."""
+    params = await _filter_params(pool, statements, where)
+    if params is None:
+        return Page([], None)
+    found = await _fetch(
+        pool, statements, "job_list", params | {"limit": check_limit(limit), "before_id": before_id}
+    )
+    jobs = [decode.job(r) for r in found]
+    return Page(jobs, jobs[-1].id if len(jobs) == limit else None)
+
+
+async def bulk(
+    pool: AsyncConnectionPool[Any],
+    statements: Statements,
+    operation: str,
+    where: JobFilter,
+    actor: str,
+) -> BulkResult:
+    """Retry (``operation="retry"``) or cancel every job matching ``where`` (at most
+    :data:`MAX_BULK`; more is refused rather than done in part)."""
+    if operation not in OPERATIONS:
+        raise InvalidInput("operation", operation, "must be retry or cancel")
+    params = await _filter_params(pool, statements, where)
+    if params is None:
+        return BulkResult(0, [])
+    found = await _fetch(
+        pool, statements, "job_list", params | {"limit": MAX_BULK + 1, "before_id": None}
+    )
+    if len(found) > MAX_BULK:
+        raise InvalidInput(
+            "filter", "matches more than 10,000 jobs", "narrow it (one bulk call has a limit)"
+        )
+    ids = [r["id"] for r in found]
+    if not ids:
+        return BulkResult(0, [])
+    changed = await act(pool, statements, operation, ids, actor)
+    return BulkResult(len(ids), sorted(i for i, state in changed.items() if state is not None))
+
+
+async def act(
+    pool: AsyncConnectionPool[Any],
+    statements: Statements,
+    operation: str,
+    job_ids: list[int],
+    actor: str,
+) -> dict[int, str | None]:
+    """Retry or cancel these jobs in one statement. For each job found: its new state, or
+    None when the operation does not apply to its state (missing ids are left out)."""
+    found = await _fetch(
+        pool, statements, OPERATIONS[operation], {"job_ids": job_ids, "actor": actor}
+    )
+    return {r["id"]: r["state"] for r in found}
+
+
+async def executions(
+    pool: AsyncConnectionPool[Any], statements: Statements, job_id: int
+) -> list[Execution]:
+    """Every attempt of a job, oldest first."""
+    found = await _fetch(pool, statements, "execution_list_for_job", {"job_id": job_id})
+    return [decode.execution(r) for r in found]
+
+
+async def queue_stats(pool: AsyncConnectionPool[Any], statements: Statements) -> list[QueueStats]:
+    """Every queue that holds jobs or has a stored pause state."""
+    found = await _fetch(pool, statements, "queue_stats", {"window": THROUGHPUT_WINDOW})
+    return [
+        QueueStats(
+            name=r["name"],
+            paused=r["paused"],
+            pending=r["pending"],
+            running=r["running"],
+            failed=r["failed"],
+            succeeded=r["succeeded"],
+            cancelled=r["cancelled"],
+            dead_letter=r["dead_letter"],
+            oldest_pending_seconds=None
+            if r["oldest_pending_seconds"] is None
+            else float(r["oldest_pending_seconds"]),
+            finished_last_5_minutes=r["finished_recently"],
+        )
+        for r in found
+    ]
+
+
+async def set_queue_paused(
+    pool: AsyncConnectionPool[Any], statements: Statements, name: str, paused: bool, actor: str
+) -> None:
+    """Pause or resume a queue; the state is stored, so it survives restarts."""
+    check_queue(name)
+    await _fetch(
+        pool, statements, "queue_set_paused", {"name": name, "paused": paused, "actor": actor}
+    )
+
+
+async def list_workers(pool: AsyncConnectionPool[Any], statements: Statements) -> list[WorkerInfo]:
+    """Worker processes that are running now."""
+    found = await _fetch(pool, statements, "worker_list", {"stale_after": WORKER_STALE_AFTER})
+    return [
+        WorkerInfo(
+            id=r["id"],
+            host=r["host"],
+            pid=r["pid"],
+            queues=list(r["queues"]),
+            concurrency=r["concurrency"],
+            in_flight=r["in_flight"],
+            started_at=r["started_at"],
+            last_seen_at=r["last_seen_at"],
+        )
+        for r in found
+    ]

@@ -1,0 +1,118 @@
+"""Schedules stored by operators: create, edit and delete (schedules defined in code are
+changed in the code; operators may still pause, resume, enable and trigger them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.db.database import Row, fetch_async
+from tickwork.db.statements import Statements
+from tickwork.errors import ConflictError, NotFoundError
+from tickwork.queue.enqueue import check_priority, check_queue, encode_args
+from tickwork.schedule.cron import CronSchedule
+from tickwork.schedule.scheduler import StoredSchedule
+
+CheckTask = Callable[[str, Mapping[str, Any]], None]
+"""Refuses a task name this process does not know, or arguments that do not fit it."""
+
+FIELDS = (
+    "task", "args", "cron", "timezone", "queue", "priority", "misfire", "misfire_limit",
+    "overlap", "enabled",
+)  # fmt: skip
+
+
+async def _fetch(
+    pool: AsyncConnectionPool[Any], statements: Statements, name: str, params: dict[str, Any]
+) -> list[Row]:
+    async with pool.connection() as conn:
+        return await fetch_async(conn, statements[name], params)
+
+
+def _checked(definition: Mapping[str, Any], check_task: CheckTask) -> tuple[dict[str, Any], Any]:
+    """Statement parameters of a definition, every field checked; and its cron schedule."""
+    check_task(definition["task"], definition["args"])
+    cron = CronSchedule.parse(definition["cron"], definition["timezone"])
+    if definition["queue"] is not None:
+        check_queue(definition["queue"])
+    if definition["priority"] is not None:
+        check_priority(definition["priority"])
+    params = {name: definition[name] for name in FIELDS}
+    params["args"] = encode_args(definition["args"])
+    return params, cron
+
+
+async def get(pool: AsyncConnectionPool[Any], statements: Statements, name: str) -> StoredSchedule:
+    """One stored schedule."""
+    found = await _fetch(pool, statements, "schedule_get", {"name": name})
+    if not found:
+        raise NotFoundError("schedule", name)
+    return StoredSchedule.from_row(found[0])
+
+
+async def list_all(pool: AsyncConnectionPool[Any], statements: Statements) -> list[StoredSchedule]:
+    """Every stored schedule, by name."""
+    return [StoredSchedule.from_row(r) for r in await _fetch(pool, statements, "schedule_list", {})]
+
+
+async def create(
+    pool: AsyncConnectionPool[Any],
+    statements: Statements,
+    definition: Mapping[str, Any],
+    *,
+    check_task: CheckTask,
+    actor: str,
+) -> StoredSchedule:
+    """Store a new schedule; its first fire time is the first after the database's now."""
+    params, cron = _checked(definition, check_task)
+    now = (await _fetch(pool, statements, "schedule_now", {}))[0]["now"]
+    params |= {"name": definition["name"], "next_run_at": cron.next_after(now), "actor": actor}
+    found = await _fetch(pool, statements, "schedule_create", params)
+    if not found:
+        raise ConflictError(f"schedule {definition['name']!r} already exists")
+    return StoredSchedule.from_row(found[0])
+
+
+async def edit(
+    pool: AsyncConnectionPool[Any],
+    statements: Statements,
+    name: str,
+    changes: Mapping[str, Any],
+    *,
+    check_task: CheckTask,
+    actor: str,
+) -> StoredSchedule:
+    """Change some fields of an operator-stored schedule."""
+    current = await get(pool, statements, name)
+    if current.origin != "api":
+        raise ConflictError(
+            f"schedule {name!r} is defined in code; change it there (operators may pause, "
+            "resume, enable, disable and trigger it)"
+        )
+    merged = {field: getattr(current, field) for field in FIELDS} | dict(changes)
+    params, cron = _checked(merged, check_task)
+    now = (await _fetch(pool, statements, "schedule_now", {}))[0]["now"]
+    params |= {
+        "name": name,
+        "next_run_at": cron.next_after(now),
+        "actor": actor,
+        "changes": json.dumps({"fields": sorted(changes)}),
+    }
+    found = await _fetch(pool, statements, "schedule_edit", params)
+    if not found:  # deleted, or its origin changed, since it was read
+        raise NotFoundError("schedule", name)
+    return StoredSchedule.from_row(found[0])
+
+
+async def delete(
+    pool: AsyncConnectionPool[Any], statements: Statements, name: str, *, actor: str
+) -> None:
+    """Delete an operator-stored schedule; the jobs it made stay as history."""
+    current = await get(pool, statements, name)
+    if current.origin != "api":
+        raise ConflictError(f"schedule {name!r} is defined in code; remove it there")
+    if not await _fetch(pool, statements, "schedule_delete", {"name": name, "actor": actor}):
+        raise NotFoundError("schedule", name)
