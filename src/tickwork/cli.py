@@ -81,6 +81,38 @@ def worker(
 
 
 @cli.command()
+def serve(
+    app: AppOption = None,
+    roles: Annotated[
+        str | None,
+        typer.Option(
+            "--roles",
+            help="Comma-separated: api, executor, scheduler, watchdog, retention (default: all).",
+        ),
+    ] = None,
+    queues: Annotated[
+        str | None, typer.Option("--queues", "-q", help="Comma-separated queues to claim from.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", "-c", help="Most jobs running at once.")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="Address the API listens on.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port the API listens on.")] = None,
+    log_level: LogLevel = "INFO",
+) -> None:
+    """Run the API and the background services (the embedded database when no URL is set)."""
+    from tickwork import serve as serving
+
+    logs.configure(log_level)
+    if app is not None and "." not in sys.path and "" not in sys.path:
+        sys.path.insert(0, ".")
+    the_app = load_app(app)
+    names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
+    options = serving.ServeOptions(serving.parse_roles(roles), names, concurrency, host, port)
+    serving.run(the_app, options)
+
+
+@cli.command()
 def demo(log_level: LogLevel = "ERROR") -> None:
     """Show the job path end to end on the embedded database (or TICKWORK_DATABASE_URL)."""
     from tickwork.demo import run_demo

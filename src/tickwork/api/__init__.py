@@ -1,0 +1,54 @@
+"""The REST API: FastAPI routers per resource, the route-to-role table, problem details.
+
+``create_api(app, auth, pool)`` builds the ASGI application; ``tickwork serve`` runs it.
+OpenAPI is at ``/api/openapi.json``, interactive docs at ``/api/docs``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Depends, FastAPI
+
+from tickwork.api import identity, jobs, schedules, system
+from tickwork.api.problems import RESPONSES, install
+from tickwork.api.schemas import Problem
+from tickwork.api.security import Services, authorize, check_table
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+    from tickwork.app import App
+    from tickwork.auth import AuthService
+
+__all__ = ["create_api"]
+
+
+def create_api(app: App, auth: AuthService, pool: AsyncConnectionPool[Any]) -> FastAPI:
+    """The API of ``app``: every route authorised by the route table, errors as problems."""
+    api = FastAPI(
+        title="tickwork",
+        version=_version(),
+        summary="PostgreSQL-native background work: jobs, schedules and their control plane.",
+        openapi_url="/api/openapi.json",
+        docs_url="/api/docs",
+        redoc_url=None,
+        dependencies=[Depends(authorize)],
+        responses=RESPONSES,
+    )
+    api.state.services = Services(app, auth, pool)
+    for module in (identity, jobs, schedules, system):
+        api.include_router(module.router)
+    install(api)
+    check_table(api)
+    schema = api.openapi()
+    schema["components"]["schemas"]["Problem"] = Problem.model_json_schema(
+        ref_template="#/components/schemas/{model}"
+    )
+    return api
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    return version("tickwork")

@@ -1,0 +1,155 @@
+"""Routes: jobs (list, detail, enqueue, retry, cancel, bulk) and queues (stats, pause)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from tickwork.api.schemas import (
+    BulkOut,
+    EnqueueIn,
+    JobDetailOut,
+    JobFilterIn,
+    JobOut,
+    JobPage,
+    JobStateName,
+    QueueOut,
+)
+from tickwork.api.security import Services, caller, services
+from tickwork.auth import Principal
+from tickwork.errors import JobNotFoundError, JobStateError
+from tickwork.queue import admin
+from tickwork.queue.admin import JobFilter
+from tickwork.queue.enqueue import JobSpec
+
+router = APIRouter()
+
+Svc = Annotated[Services, Depends(services)]
+Caller = Annotated[Principal, Depends(caller)]
+
+
+@router.get("/api/jobs", response_model=JobPage, tags=["jobs"])
+async def list_jobs(
+    svc: Svc,
+    state: Annotated[list[str] | None, Query(description="repeat or comma-separate")] = None,
+    queue: str | None = None,
+    task: str | None = None,
+    schedule: Annotated[str | None, Query(description="schedule name")] = None,
+    created_from: datetime | None = None,
+    created_to: datetime | None = None,
+    finished_from: datetime | None = None,
+    finished_to: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=admin.MAX_PAGE)] = admin.DEFAULT_PAGE,
+    before_id: Annotated[int | None, Query(ge=1)] = None,
+) -> admin.Page:
+    """Jobs, newest first. Unknown filter values are refused (400), never ignored."""
+    where = JobFilter.parse(
+        state=state,
+        queue=queue,
+        task=task,
+        schedule=schedule,
+        created_from=created_from,
+        created_to=created_to,
+        finished_from=finished_from,
+        finished_to=finished_to,
+    )
+    return await admin.list_jobs(svc.pool, svc.statements, where, limit=limit, before_id=before_id)
+
+
+@router.post("/api/jobs", response_model=JobOut, status_code=201, tags=["jobs"])
+async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) -> object:
+    """Enqueue a job of a task registered with the serving app."""
+    spec = JobSpec(
+        body.task,
+        body.args,
+        body.queue,
+        body.priority,
+        body.max_attempts,
+        body.run_at,
+        body.timeout,
+        body.unique_key,
+    )
+    job = (await svc.app.enqueue_many_async([spec], created_by=who.actor))[0]
+    if job.duplicate:
+        response.status_code = 200
+    return job
+
+
+def _filter(body: JobFilterIn) -> JobFilter:
+    return JobFilter.parse(
+        state=list(body.state) if body.state else None,
+        queue=body.queue,
+        task=body.task,
+        schedule=body.schedule,
+        created_from=body.created_from,
+        created_to=body.created_to,
+        finished_from=body.finished_from,
+        finished_to=body.finished_to,
+    )
+
+
+@router.post("/api/jobs/bulk/retry", response_model=BulkOut, tags=["jobs"])
+async def bulk_retry(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkResult:
+    """Retry every DEAD_LETTER or FAILED job the filter selects (at most 10,000)."""
+    return await admin.bulk(svc.pool, svc.statements, "retry", _filter(body), who.actor)
+
+
+@router.post("/api/jobs/bulk/cancel", response_model=BulkOut, tags=["jobs"])
+async def bulk_cancel(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkResult:
+    """Cancel every job the filter selects that can still be cancelled (at most 10,000)."""
+    return await admin.bulk(svc.pool, svc.statements, "cancel", _filter(body), who.actor)
+
+
+@router.get("/api/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"])
+async def get_job(job_id: int, svc: Svc) -> dict[str, object]:
+    """One job with every attempt (worker, lease, timings, error)."""
+    job = await svc.app.get_job_async(job_id)
+    executions = await admin.executions(svc.pool, svc.statements, job_id)
+    return JobOut.model_validate(job).model_dump() | {"executions": executions}
+
+
+async def _act(svc: Services, operation: str, job_id: int, who: Principal) -> object:
+    changed = await admin.act(svc.pool, svc.statements, operation, [job_id], who.actor)
+    if job_id not in changed:
+        raise JobNotFoundError(job_id)
+    if changed[job_id] is None:
+        job = await svc.app.get_job_async(job_id)
+        raise JobStateError(job_id, job.state.value, operation, admin.ALLOWED_FROM[operation])
+    return await svc.app.get_job_async(job_id)
+
+
+@router.post("/api/jobs/{job_id}/retry", response_model=JobOut, tags=["jobs"])
+async def retry(job_id: int, svc: Svc, who: Caller) -> object:
+    """Send a DEAD_LETTER or FAILED job back to PENDING now."""
+    return await _act(svc, "retry", job_id, who)
+
+
+@router.post("/api/jobs/{job_id}/cancel", response_model=JobOut, tags=["jobs"])
+async def cancel(job_id: int, svc: Svc, who: Caller) -> object:
+    """Cancel a pending job at once; a running one when its attempt completes."""
+    return await _act(svc, "cancel", job_id, who)
+
+
+@router.get("/api/queues", response_model=list[QueueOut], tags=["queues"])
+async def list_queues(svc: Svc) -> list[admin.QueueStats]:
+    """Every queue: jobs by state, the oldest waiting job's age, recent throughput, pause."""
+    return await admin.queue_stats(svc.pool, svc.statements)
+
+
+@router.post("/api/queues/{name}/pause", status_code=204, tags=["queues"])
+async def pause_queue(name: str, svc: Svc, who: Caller) -> Response:
+    """Stop workers claiming from this queue (running jobs finish); survives restarts."""
+    await admin.set_queue_paused(svc.pool, svc.statements, name, True, who.actor)
+    return Response(status_code=204)
+
+
+@router.post("/api/queues/{name}/resume", status_code=204, tags=["queues"])
+async def resume_queue(name: str, svc: Svc, who: Caller) -> Response:
+    """Let workers claim from this queue again."""
+    await admin.set_queue_paused(svc.pool, svc.statements, name, False, who.actor)
+    return Response(status_code=204)
+
+
+__all__ = ["JobStateName", "router"]

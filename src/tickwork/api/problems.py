@@ -1,0 +1,127 @@
+"""Errors as RFC 9457 problem details: one mapping from tickwork's exception tree to HTTP."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from tickwork.errors import (
+    AuthError,
+    ConfigError,
+    ConflictError,
+    DatabaseError,
+    EnqueueError,
+    InvalidInput,
+    JobNotFoundError,
+    JobStateError,
+    LoginThrottled,
+    NotFoundError,
+    PermissionDenied,
+    ScheduleError,
+    TickworkError,
+)
+
+log = logging.getLogger("tickwork.api")
+
+MEDIA_TYPE = "application/problem+json"
+
+REDACTED = ("password", "token", "secret", "value")
+"""Request fields whose values an error never echoes."""
+
+STATUS: list[tuple[type[Exception], int, str]] = [
+    # Most specific first: LoginThrottled is an AuthError, UnknownTaskError an EnqueueError.
+    (LoginThrottled, 429, "Too many failed logins"),
+    (AuthError, 401, "Not authenticated"),
+    (PermissionDenied, 403, "Forbidden"),
+    (JobNotFoundError, 404, "Not found"),
+    (NotFoundError, 404, "Not found"),
+    (JobStateError, 409, "Conflict with the current state"),
+    (ConflictError, 409, "Conflict with the current state"),
+    (EnqueueError, 400, "Invalid input"),
+    (InvalidInput, 400, "Invalid input"),
+    (ScheduleError, 400, "Invalid input"),
+    (ConfigError, 400, "Invalid input"),
+    (DatabaseError, 503, "Database unavailable"),
+]
+
+
+def problem(
+    status: int, title: str, detail: str, field: str | None = None, **headers: str
+) -> JSONResponse:
+    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
+    body["detail"] = detail
+    if field is not None:
+        body["field"] = field
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers or None)
+
+
+def _for(exc: TickworkError) -> JSONResponse:
+    for kind, status, title in STATUS:
+        if isinstance(exc, kind):
+            headers = {}
+            if isinstance(exc, AuthError) and not isinstance(exc, LoginThrottled):
+                headers["WWW-Authenticate"] = "Bearer"
+            if isinstance(exc, LoginThrottled):
+                headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+            if isinstance(exc, DatabaseError):
+                log.error("database error in a request", extra={"error": str(exc)})
+                return problem(status, title, "the database could not be reached", **headers)
+            return problem(status, title, str(exc), getattr(exc, "field", None), **headers)
+    log.exception("unexpected tickwork error", exc_info=exc)
+    return problem(500, "Internal error", "the server failed; the log has the details")
+
+
+def install(api: FastAPI) -> None:
+    """Register the handlers that turn every error into problem details."""
+
+    async def tickwork_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, TickworkError)
+        return _for(exc)
+
+    async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path"))
+        value = first.get("input")
+        if isinstance(value, dict | list) or value is None:
+            shown = ""
+        elif any(word in where for word in REDACTED):
+            shown = " (<redacted>)"
+        else:
+            shown = f" ({value!r})"
+        detail = f"{where}{shown}: {first['msg']}"
+        more = len(exc.errors()) - 1
+        if more:
+            detail += f" (and {more} more)"
+        return problem(422, "Invalid request", detail, where or None)
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        return problem(exc.status_code, str(exc.detail), str(exc.detail))
+
+    api.add_exception_handler(TickworkError, tickwork_error)
+    api.add_exception_handler(RequestValidationError, validation_error)
+    api.add_exception_handler(HTTPException, http_error)
+
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": title,
+        "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+    for status, title in (
+        (400, "Invalid input"),
+        (401, "Not authenticated"),
+        (403, "Forbidden"),
+        (404, "Not found"),
+        (409, "Conflict with the current state"),
+        (422, "Invalid request"),
+        (503, "Database unavailable"),
+    )
+}
+"""The problem responses every route may give, for the OpenAPI document."""

@@ -1,0 +1,95 @@
+"""Routes: schedules (list, detail, create, edit, delete, pause, resume, trigger)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Response
+
+from tickwork.api.schemas import JobOut, ScheduleEditIn, ScheduleIn, ScheduleOut
+from tickwork.api.security import Services, caller, services
+from tickwork.auth import Principal
+from tickwork.schedule import admin
+from tickwork.schedule.scheduler import StoredSchedule
+
+router = APIRouter(tags=["schedules"])
+
+Svc = Annotated[Services, Depends(services)]
+Caller = Annotated[Principal, Depends(caller)]
+
+
+def _task_checker(svc: Services) -> admin.CheckTask:
+    def check(task: str, args: Mapping[str, Any]) -> None:
+        svc.app.get_task(task).check_args(args)  # unknown task or unfit arguments: 400
+
+    return check
+
+
+@router.get("/api/schedules", response_model=list[ScheduleOut])
+async def list_schedules(svc: Svc) -> list[StoredSchedule]:
+    """Every stored schedule (defined in code or by operators), by name."""
+    return await admin.list_all(svc.pool, svc.statements)
+
+
+@router.post("/api/schedules", response_model=ScheduleOut, status_code=201)
+async def create_schedule(body: ScheduleIn, svc: Svc, who: Caller) -> StoredSchedule:
+    """Store a schedule of a task registered with the serving app."""
+    return await admin.create(
+        svc.pool,
+        svc.statements,
+        body.model_dump(),
+        check_task=_task_checker(svc),
+        actor=who.actor,
+    )
+
+
+@router.get("/api/schedules/{name}", response_model=ScheduleOut)
+async def get_schedule(name: str, svc: Svc) -> StoredSchedule:
+    """One stored schedule."""
+    return await admin.get(svc.pool, svc.statements, name)
+
+
+@router.patch("/api/schedules/{name}", response_model=ScheduleOut)
+async def edit_schedule(name: str, body: ScheduleEditIn, svc: Svc, who: Caller) -> StoredSchedule:
+    """Change an operator-stored schedule (a schedule defined in code answers 409)."""
+    return await admin.edit(
+        svc.pool,
+        svc.statements,
+        name,
+        body.model_dump(exclude_unset=True),
+        check_task=_task_checker(svc),
+        actor=who.actor,
+    )
+
+
+@router.delete("/api/schedules/{name}", status_code=204)
+async def delete_schedule(name: str, svc: Svc, who: Caller) -> Response:
+    """Delete an operator-stored schedule; its jobs stay as history."""
+    await admin.delete(svc.pool, svc.statements, name, actor=who.actor)
+    return Response(status_code=204)
+
+
+async def _set_paused(svc: Services, name: str, paused: bool, who: Principal) -> Any:
+    await admin.get(svc.pool, svc.statements, name)  # 404 for an unknown name
+    return await asyncio.to_thread(svc.app.pause_schedule, name, paused=paused, actor=who.actor)
+
+
+@router.post("/api/schedules/{name}/pause", response_model=ScheduleOut)
+async def pause_schedule(name: str, svc: Svc, who: Caller) -> Any:
+    """Stop materialising jobs until resumed (survives restarts)."""
+    return await _set_paused(svc, name, True, who)
+
+
+@router.post("/api/schedules/{name}/resume", response_model=ScheduleOut)
+async def resume_schedule(name: str, svc: Svc, who: Caller) -> Any:
+    """Materialise jobs again."""
+    return await _set_paused(svc, name, False, who)
+
+
+@router.post("/api/schedules/{name}/trigger", response_model=JobOut, status_code=201)
+async def trigger_schedule(name: str, svc: Svc, who: Caller) -> Any:
+    """Enqueue one job of the schedule now, outside its cron."""
+    await admin.get(svc.pool, svc.statements, name)
+    return await asyncio.to_thread(svc.app.trigger_schedule, name, actor=who.actor)

@@ -1,0 +1,341 @@
+"""The API's request and response bodies (they are the OpenAPI document's schemas)."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+
+def _by_name(value: Any) -> Any:
+    return value.name if isinstance(value, enum.Enum) else value
+
+
+RoleName = Annotated[Literal["VIEWER", "OPERATOR", "ADMIN"], BeforeValidator(_by_name)]
+"""A role by name (the stored form; the code's Role enum converts)."""
+JobStateName = Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "DEAD_LETTER"]
+
+
+class Model(BaseModel):
+    """Responses are built from tickwork's dataclasses; requests refuse unknown fields."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Problem(Model):
+    """An error, as RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+    """The request field at fault, when one is."""
+
+
+class ErrorOut(Model):
+    type: str
+    message: str
+    traceback: str = ""
+
+
+class JobOut(Model):
+    id: int
+    queue: str
+    task: str
+    args: dict[str, Any]
+    state: JobStateName
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    timeout: float | None
+    created_at: datetime
+    created_by: str
+    unique_key: str | None
+    result: Any = None
+    cancel_requested_at: datetime | None
+    finished_at: datetime | None
+    error: ErrorOut | None
+    schedule_id: int | None
+    fire_time: datetime | None
+    duplicate: bool
+
+
+class ExecutionOut(Model):
+    id: int
+    job_id: int
+    attempt: int
+    worker_id: UUID
+    state: Literal["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT", "RELEASED"]
+    started_at: datetime
+    lease_expires_at: datetime
+    finished_at: datetime | None
+    error: ErrorOut | None
+
+
+class JobDetailOut(JobOut):
+    executions: list[ExecutionOut]
+
+
+class JobPage(Model):
+    items: list[JobOut]
+    next_cursor: int | None = Field(description="before_id of the next page; null on the last")
+
+
+class EnqueueIn(Request):
+    task: str = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=dict)
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    run_at: datetime | None = None
+    timeout: float | None = None
+    unique_key: str | None = None
+
+
+class JobFilterIn(Request):
+    """Selects jobs for a bulk operation (the same filters as the listing)."""
+
+    state: list[JobStateName] | None = None
+    queue: str | None = None
+    task: str | None = None
+    schedule: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+    finished_from: datetime | None = None
+    finished_to: datetime | None = None
+
+
+class BulkOut(Model):
+    matched: int
+    changed: list[int]
+
+
+class QueueOut(Model):
+    name: str
+    paused: bool
+    pending: int
+    running: int
+    failed: int
+    succeeded: int
+    cancelled: int
+    dead_letter: int
+    oldest_pending_seconds: float | None
+    finished_last_5_minutes: int
+
+
+class WorkerOut(Model):
+    id: UUID
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    in_flight: int
+    started_at: datetime
+    last_seen_at: datetime
+
+
+class LeaderOut(Model):
+    name: str
+    holder: str
+    acquired_at: datetime
+    renewed_at: datetime
+    expires_at: datetime
+    live: bool
+
+
+class ScheduleOut(Model):
+    name: str
+    task: str
+    args: dict[str, Any]
+    cron: str
+    timezone: str
+    queue: str | None
+    priority: int | None
+    misfire: Literal["ONCE", "ALL", "SKIP"]
+    misfire_limit: int
+    overlap: Literal["ALLOW", "SKIP"]
+    enabled: bool
+    paused: bool
+    next_run_at: datetime
+    last_fire_at: datetime | None
+    origin: str
+
+
+class ScheduleIn(Request):
+    name: str = Field(min_length=1, max_length=200)
+    task: str = Field(min_length=1)
+    cron: str = Field(min_length=1)
+    timezone: str = "UTC"
+    args: dict[str, Any] = Field(default_factory=dict)
+    queue: str | None = None
+    priority: int | None = None
+    misfire: Literal["ONCE", "ALL", "SKIP"] = "ONCE"
+    misfire_limit: int = Field(100, ge=1, le=10_000)
+    overlap: Literal["ALLOW", "SKIP"] = "ALLOW"
+    enabled: bool = True
+
+
+class ScheduleEditIn(Request):
+    """Fields to change; the rest stay as they are."""
+
+    task: str | None = Field(None, min_length=1)
+    cron: str | None = Field(None, min_length=1)
+    timezone: str | None = None
+    args: dict[str, Any] | None = None
+    queue: str | None = None
+    priority: int | None = None
+    misfire: Literal["ONCE", "ALL", "SKIP"] | None = None
+    misfire_limit: int | None = Field(None, ge=1, le=10_000)
+    overlap: Literal["ALLOW", "SKIP"] | None = None
+    enabled: bool | None = None
+
+
+class AuditEventOut(Model):
+    id: int
+    occurred_at: datetime
+    actor: str
+    event_type: str
+    target_type: str
+    target_id: str
+    metadata: dict[str, Any]
+
+
+class AuditPage(Model):
+    items: list[AuditEventOut]
+    next_cursor: int | None
+
+
+class LoginIn(Request):
+    email: str = Field(min_length=1, max_length=320)
+    password: str = Field(min_length=1, max_length=1024)
+    cookie: bool = Field(
+        False,
+        description="true: the refresh token is set as an HttpOnly cookie and left out of the"
+        " body (what the dashboard does)",
+    )
+
+
+class RefreshIn(Request):
+    refresh_token: str | None = Field(
+        None, description="omit to use the refresh cookie (the Origin header is then checked)"
+    )
+
+
+class UserOut(Model):
+    id: int
+    email: str
+    name: str
+    role: RoleName
+    disabled: bool
+    created_at: datetime
+    last_login_at: datetime | None
+
+
+class TokenOut(Model):
+    access_token: str
+    token_type: Literal["bearer"] = "bearer"
+    expires_in: int
+    refresh_token: str | None = Field(None, description="null when it was set as a cookie")
+    user: UserOut
+
+
+class PasswordIn(Request):
+    current_password: str = Field(min_length=1, max_length=1024)
+    new_password: str = Field(min_length=1, max_length=1024)
+
+
+class UserEditIn(Request):
+    role: RoleName | None = None
+    disabled: bool | None = None
+
+
+class InviteIn(Request):
+    email: str = Field(min_length=3, max_length=320)
+    role: RoleName
+
+
+class InviteOut(Model):
+    id: int
+    email: str
+    role: RoleName
+    created_by: str
+    created_at: datetime
+    expires_at: datetime
+    accepted_at: datetime | None
+    revoked_at: datetime | None
+
+
+class InviteCreatedOut(Model):
+    invite: InviteOut
+    token: str = Field(description="shown once; the invitee accepts with it")
+
+
+class AcceptIn(Request):
+    token: str = Field(min_length=1, max_length=200)
+    name: str = Field("", max_length=200)
+    password: str = Field(min_length=1, max_length=1024)
+
+
+class ApiTokenIn(Request):
+    name: str = Field(min_length=1, max_length=200)
+    role: RoleName | None = Field(None, description="defaults to the owner's role; never above it")
+    expires_in: float | None = Field(None, gt=0, description="seconds; none: no expiry")
+
+
+class ApiTokenOut(Model):
+    id: int
+    name: str
+    role: RoleName
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class ApiTokenCreatedOut(Model):
+    api_token: ApiTokenOut
+    token: str = Field(description="shown once")
+
+
+class SettingOut(Model):
+    key: str
+    value: Any
+    default: Any
+    description: str
+    updated_at: datetime | None
+    updated_by: str | None
+
+
+class SettingIn(Request):
+    value: Any
+
+
+class VariableOut(Model):
+    name: str
+    value: str | None = Field(description="null for a secret variable: never returned")
+    secret: bool
+    updated_at: datetime
+    updated_by: str
+
+
+class VariableIn(Request):
+    value: str = Field(max_length=100_000)
+    secret: bool = False
+
+
+class HealthOut(Model):
+    status: Literal["ok"]
+
+
+class ReadyOut(Model):
+    status: Literal["ready"]
+    schema_version: int

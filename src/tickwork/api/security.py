@@ -1,0 +1,149 @@
+"""Who may call what: the one table of every route's minimum role, and the dependency that
+enforces it on every request.
+
+The access token's ``roles`` claim (or an API token's role, capped by its owner's) is the
+single source of truth. A route missing from the table fails the API's start-up, so no route
+can be left unguarded by accident.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from tickwork.auth import Principal, Role
+from tickwork.errors import AuthError, PermissionDenied
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+    from tickwork.app import App
+    from tickwork.auth import AuthService
+    from tickwork.db.statements import Statements
+
+PUBLIC = None
+"""No authentication: login, refresh, logout, accepting an invite, health and metrics."""
+VIEWER, OPERATOR, ADMIN = Role.VIEWER, Role.OPERATOR, Role.ADMIN
+
+ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
+    # authentication
+    ("POST", "/api/auth/login"): PUBLIC,
+    ("POST", "/api/auth/refresh"): PUBLIC,
+    ("POST", "/api/auth/logout"): PUBLIC,
+    ("POST", "/api/invites/accept"): PUBLIC,
+    # the caller
+    ("GET", "/api/me"): VIEWER,
+    ("POST", "/api/me/password"): VIEWER,
+    ("GET", "/api/me/tokens"): VIEWER,
+    ("POST", "/api/me/tokens"): VIEWER,
+    ("DELETE", "/api/me/tokens/{token_id}"): VIEWER,
+    # jobs: VIEWER reads; OPERATOR enqueues registered tasks, retries and cancels
+    ("GET", "/api/jobs"): VIEWER,
+    ("POST", "/api/jobs"): OPERATOR,
+    ("GET", "/api/jobs/{job_id}"): VIEWER,
+    ("POST", "/api/jobs/{job_id}/retry"): OPERATOR,
+    ("POST", "/api/jobs/{job_id}/cancel"): OPERATOR,
+    ("POST", "/api/jobs/bulk/retry"): OPERATOR,
+    ("POST", "/api/jobs/bulk/cancel"): OPERATOR,
+    # queues
+    ("GET", "/api/queues"): VIEWER,
+    ("POST", "/api/queues/{name}/pause"): OPERATOR,
+    ("POST", "/api/queues/{name}/resume"): OPERATOR,
+    # schedules: what a schedule runs is ADMIN's; pausing and triggering is OPERATOR's
+    ("GET", "/api/schedules"): VIEWER,
+    ("POST", "/api/schedules"): ADMIN,
+    ("GET", "/api/schedules/{name}"): VIEWER,
+    ("PATCH", "/api/schedules/{name}"): ADMIN,
+    ("DELETE", "/api/schedules/{name}"): ADMIN,
+    ("POST", "/api/schedules/{name}/pause"): OPERATOR,
+    ("POST", "/api/schedules/{name}/resume"): OPERATOR,
+    ("POST", "/api/schedules/{name}/trigger"): OPERATOR,
+    # the cluster
+    ("GET", "/api/workers"): VIEWER,
+    ("GET", "/api/leaders"): VIEWER,
+    ("GET", "/api/audit"): OPERATOR,
+    # administration
+    ("GET", "/api/users"): ADMIN,
+    ("PATCH", "/api/users/{user_id}"): ADMIN,
+    ("GET", "/api/invites"): ADMIN,
+    ("POST", "/api/invites"): ADMIN,
+    ("DELETE", "/api/invites/{invite_id}"): ADMIN,
+    ("GET", "/api/settings"): ADMIN,
+    ("PUT", "/api/settings/{key}"): ADMIN,
+    ("GET", "/api/variables"): VIEWER,
+    ("PUT", "/api/variables/{name}"): ADMIN,
+    ("DELETE", "/api/variables/{name}"): ADMIN,
+    # operations
+    ("GET", "/healthz"): PUBLIC,
+    ("GET", "/readyz"): PUBLIC,
+    ("GET", "/metrics"): PUBLIC,
+}
+
+
+@dataclass
+class Services:
+    """What the routes work with (one per API instance, on ``api.state.services``)."""
+
+    app: App
+    auth: AuthService
+    pool: AsyncConnectionPool[Any]
+
+    @property
+    def statements(self) -> Statements:
+        return self.app.db.statements
+
+
+def services(request: Request) -> Services:
+    found: Services = request.app.state.services
+    return found
+
+
+bearer = HTTPBearer(auto_error=False, description="An access token or a personal API token")
+
+
+async def authorize(
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
+) -> None:
+    """Look the route up in :data:`ROUTE_ROLES` and check the caller's role against it."""
+    route = request.scope.get("route")
+    path = route.path if isinstance(route, APIRoute) else request.url.path
+    needed = ROUTE_ROLES[(request.method, path)]
+    if needed is None:
+        return
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise AuthError("a bearer token is required")
+    principal = await services(request).auth.authenticate(credentials.credentials)
+    if principal.role < needed:
+        raise PermissionDenied(needed.name, principal.role.name)
+    request.state.principal = principal
+
+
+def caller(request: Request) -> Principal:
+    """The authenticated caller of a non-public route."""
+    found: Principal = request.state.principal
+    return found
+
+
+def api_routes(api: FastAPI) -> set[tuple[str, str]]:
+    """Every (method, path template) the API serves (read from its OpenAPI document)."""
+    return {
+        (method.upper(), path)
+        for path, operations in api.openapi()["paths"].items()
+        for method in operations
+    }
+
+
+def check_table(api: FastAPI) -> None:
+    """Every route is in the table and every table entry is a route (fail closed)."""
+    routes = api_routes(api)
+    missing = routes - ROUTE_ROLES.keys()
+    if missing:
+        raise RuntimeError(f"routes without a role in ROUTE_ROLES: {sorted(missing)}")
+    stale = ROUTE_ROLES.keys() - routes
+    if stale:
+        raise RuntimeError(f"ROUTE_ROLES names routes that do not exist: {sorted(stale)}")

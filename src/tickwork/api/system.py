@@ -1,0 +1,125 @@
+"""Routes: workers, leaders, the audit trail, app settings, variables, health and metrics."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from tickwork import appconfig
+from tickwork.api.schemas import (
+    AuditPage,
+    HealthOut,
+    LeaderOut,
+    ReadyOut,
+    SettingIn,
+    SettingOut,
+    VariableIn,
+    VariableOut,
+    WorkerOut,
+)
+from tickwork.api.security import Services, caller, services
+from tickwork.audit import AuditFilter, list_events
+from tickwork.auth import Principal
+from tickwork.db.database import fetch_async
+from tickwork.leases import Leader, leader
+from tickwork.metrics import render
+from tickwork.queue import admin
+
+router = APIRouter()
+
+Svc = Annotated[Services, Depends(services)]
+Caller = Annotated[Principal, Depends(caller)]
+
+
+@router.get("/api/workers", response_model=list[WorkerOut], tags=["cluster"])
+async def list_workers(svc: Svc) -> list[admin.WorkerInfo]:
+    """Live worker processes: queues, concurrency, attempts in flight, last heartbeat."""
+    return await admin.list_workers(svc.pool, svc.statements)
+
+
+@router.get("/api/leaders", response_model=list[LeaderOut], tags=["cluster"])
+async def list_leaders(svc: Svc) -> list[Leader]:
+    """Who holds each leader lease, and until when."""
+    async with svc.pool.connection() as conn:
+        return [leader(r) for r in await fetch_async(conn, svc.statements["lease_list"], {})]
+
+
+@router.get("/api/audit", response_model=AuditPage, tags=["audit"])
+async def list_audit(
+    svc: Svc,
+    actor: str | None = None,
+    event_type: str | None = None,
+    target_type: str | None = None,
+    target_id: str | None = None,
+    occurred_from: Annotated[datetime | None, Query(alias="from")] = None,
+    occurred_to: Annotated[datetime | None, Query(alias="to")] = None,
+    limit: Annotated[int, Query(ge=1, le=admin.MAX_PAGE)] = admin.DEFAULT_PAGE,
+    before_id: Annotated[int | None, Query(ge=1)] = None,
+) -> admin.Page:
+    """The audit trail, newest first (OPERATOR and ADMIN only)."""
+    where = AuditFilter(actor, event_type, target_type, target_id, occurred_from, occurred_to)
+    return await list_events(svc.pool, svc.statements, where, limit=limit, before_id=before_id)
+
+
+@router.get("/api/settings", response_model=list[SettingOut], tags=["settings"])
+async def list_settings(svc: Svc) -> list[appconfig.SettingView]:
+    """Every setting operators may change, with its effective value and default."""
+    return await appconfig.list_settings(svc.pool, svc.statements, svc.app.settings)
+
+
+@router.put("/api/settings/{key}", response_model=SettingOut, tags=["settings"])
+async def put_setting(key: str, body: SettingIn, svc: Svc, who: Caller) -> appconfig.SettingView:
+    """Change a setting (takes effect at the next pass of what reads it)."""
+    return await appconfig.put_setting(
+        svc.pool, svc.statements, svc.app.settings, key, body.value, who.actor
+    )
+
+
+@router.get("/api/variables", response_model=list[VariableOut], tags=["settings"])
+async def list_variables(svc: Svc) -> list[appconfig.Variable]:
+    """Global variables; a secret one's value is never returned."""
+    return await appconfig.list_variables(svc.pool, svc.statements)
+
+
+@router.put("/api/variables/{name}", response_model=VariableOut, tags=["settings"])
+async def put_variable(name: str, body: VariableIn, svc: Svc, who: Caller) -> appconfig.Variable:
+    """Create or replace a variable."""
+    return await appconfig.put_variable(
+        svc.pool, svc.statements, name, body.value, secret=body.secret, actor=who.actor
+    )
+
+
+@router.delete("/api/variables/{name}", status_code=204, tags=["settings"])
+async def delete_variable(name: str, svc: Svc, who: Caller) -> Response:
+    """Delete a variable."""
+    await appconfig.delete_variable(svc.pool, svc.statements, name, actor=who.actor)
+    return Response(status_code=204)
+
+
+@router.get("/healthz", response_model=HealthOut, tags=["operations"])
+async def healthz() -> dict[str, Any]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_model=ReadyOut, tags=["operations"])
+async def readyz(svc: Svc) -> dict[str, Any]:
+    """The database answers and the schema is migrated (503 otherwise)."""
+    async with svc.pool.connection() as conn:
+        found = await fetch_async(conn, svc.statements["migration_applied"], {})
+    return {"status": "ready", "schema_version": max((r["version"] for r in found), default=0)}
+
+
+@router.get(
+    "/metrics",
+    tags=["operations"],
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+async def metrics(svc: Svc) -> Response:
+    """Prometheus exposition: jobs by state and queue, per-task counters, durations, pickup
+    latency, lease holders."""
+    body, content_type = await render(svc.pool, svc.statements)
+    return Response(body, media_type=content_type)

@@ -1,0 +1,163 @@
+"""``tickwork serve``: one process runs the API and the background services.
+
+Roles choose what runs: ``api`` (the REST API), ``executor`` (claims and runs jobs),
+``scheduler``, ``watchdog`` and ``retention``. Singletons are gated by leases in the database
+and everything they do is idempotent, so any number of ``serve`` processes may share one
+database. SIGTERM (or SIGINT) stops the API, drains the executor and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TextIO
+
+import uvicorn
+
+from tickwork.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tickwork.app import App
+
+log = logging.getLogger("tickwork.serve")
+
+ROLES = ("api", "executor", "scheduler", "watchdog", "retention")
+"""Everything ``serve`` can run; all of it by default."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its own signal handling: serve's handlers stop everything."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def parse_roles(text: str | None) -> frozenset[str]:
+    """``api,executor,...`` as a set; an unknown role is refused, naming it."""
+    if text is None:
+        return frozenset(ROLES)
+    chosen = frozenset(r.strip() for r in text.split(",") if r.strip())
+    unknown = sorted(chosen - set(ROLES))
+    if unknown or not chosen:
+        raise ConfigError(f"--roles ({text!r}): choose from {', '.join(ROLES)}")
+    return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """How ``serve`` runs (the rest comes from the settings)."""
+
+    roles: frozenset[str] = frozenset(ROLES)
+    queues: list[str] | None = None
+    concurrency: int | None = None
+    host: str | None = None
+    port: int | None = None
+
+
+def run(app: App, options: ServeOptions, out: TextIO = sys.stdout) -> None:
+    """Serve until SIGTERM/SIGINT (blocking)."""
+    asyncio.run(_serve(app, options, out))
+
+
+def _with_roles(app: App, roles: Iterable[str]) -> None:
+    chosen = set(roles)
+    settings = app.settings
+    app.settings = settings.model_copy(
+        update={
+            "scheduler": settings.scheduler.model_copy(
+                update={"enabled": settings.scheduler.enabled and "scheduler" in chosen}
+            ),
+            "retention": settings.retention.model_copy(
+                update={"enabled": settings.retention.enabled and "retention" in chosen}
+            ),
+        }
+    )
+
+
+async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
+    from tickwork.auth import AuthService
+
+    _with_roles(app, options.roles)
+    await asyncio.to_thread(app.migrate)
+    pool = await app.db.async_pool()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    worker = None
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        stop.set()
+        if signals > 1 and worker is not None:  # a second signal skips the grace period
+            worker.request_stop(immediate=True)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal)
+
+    running: list[asyncio.Task[None]] = []
+    if options.roles & {"executor", "scheduler", "watchdog", "retention"}:
+        worker = app.worker(
+            queues=options.queues,
+            concurrency=options.concurrency,
+            run_executor="executor" in options.roles,
+            run_watchdog="watchdog" in options.roles,
+        )
+        running.append(asyncio.create_task(worker.run(), name="tickwork-worker"))
+
+    server = None
+    if "api" in options.roles:
+        from tickwork.api import create_api
+
+        auth = AuthService(pool, app.db.statements, app.settings.auth)
+        await auth.start()
+        admin_password = app.settings.auth.admin_password
+        boot = await auth.bootstrap_admin(
+            app.settings.auth.admin_email,
+            admin_password.get_secret_value() if admin_password else None,
+        )
+        if boot.created:
+            print(f"created the first administrator: {boot.email}", file=out)
+            if boot.generated_password:
+                print(
+                    f"  password (shown once, change it after logging in): "
+                    f"{boot.generated_password}",
+                    file=out,
+                )
+        host = options.host or app.settings.api.host
+        port = options.port if options.port is not None else app.settings.api.port
+        config = uvicorn.Config(
+            create_api(app, auth, pool),
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+        )
+        server = _Server(config)
+        running.append(asyncio.create_task(server.serve(), name="tickwork-api"))
+        url = app.settings.api.public_url or f"http://{host}:{port}"
+        print(f"tickwork is serving on {url} (API docs: {url}/api/docs)", file=out)
+    print(f"roles: {', '.join(sorted(options.roles))}", file=out, flush=True)
+
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([stopper, *running], return_when=asyncio.FIRST_COMPLETED)
+    crashed = [t for t in done if t is not stopper and t.exception() is not None]
+    log.info("stopping", extra={"reason": "crash" if crashed else "signal"})
+    if server is not None:
+        server.should_exit = True
+    if worker is not None:
+        worker.request_stop()
+    await asyncio.gather(*running, return_exceptions=True)
+    stopper.cancel()
+    await app.db.aclose()
+    for task in crashed:
+        exc = task.exception()
+        assert exc is not None
+        raise exc
