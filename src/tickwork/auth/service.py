@@ -1,0 +1,623 @@
+"""The identity service: users, logins, sessions (access + refresh tokens), API tokens and
+invites, on the database. No HTTP here; the API layer calls these methods.
+
+Sessions: a login issues a short-lived access token (a JWT checked without the database)
+and an opaque refresh token starting a new *family*. Each refresh uses the presented token
+once and issues its successor in the same family; presenting a used token again means it
+leaked (or lost a race with its own copy), so the whole family is revoked. Changing a
+user's role, password or disabling them revokes all their refresh tokens; their access
+tokens lapse within ``auth.access_token_ttl`` (at most 15 minutes).
+
+Every state change appends its audit event in the same transaction. No password, token or
+hash is ever put in an error, a log line or an audit event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import math
+import secrets
+import uuid
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.auth.inputs import check_email, check_name
+from tickwork.auth.models import ApiToken, Bootstrap, Invite, Principal, Row, TokenPair, User
+from tickwork.auth.passwords import (
+    MAX_PASSWORD_LENGTH,
+    check_password_policy,
+    hash_password,
+    needs_rehash,
+    verify_password,
+)
+from tickwork.auth.roles import Role
+from tickwork.auth.tokens import (
+    API_TOKEN_PREFIX,
+    INVITE_PREFIX,
+    REFRESH_PREFIX,
+    issue_access_token,
+    new_signing_key,
+    new_token,
+    token_hash,
+    verify_access_token,
+)
+from tickwork.config import AuthSettings
+from tickwork.db.database import fetch_async
+from tickwork.db.statements import Statements
+from tickwork.errors import (
+    AuthError,
+    ConflictError,
+    InvalidInput,
+    LoginThrottled,
+    NotFoundError,
+    PermissionDenied,
+)
+
+log = logging.getLogger("tickwork.auth")
+
+SIGNING_KEY_NAME = "jwt_signing_key"
+"""Name of the generated signing key in the ``secrets`` table."""
+DEFAULT_ADMIN_EMAIL = "admin@localhost"
+GENERATED_PASSWORD_BYTES = 18
+LOGIN_FAILED = "invalid email or password"
+"""The one answer to every failed login, so it does not tell which emails exist."""
+SYSTEM_ACTOR = "system"
+ANONYMOUS_ACTOR = "anonymous"
+
+Connection = psycopg.AsyncConnection[Any]
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash no password matches: unknown emails are verified against it, so a login
+    takes as long whether or not the account exists."""
+    return hash_password(secrets.token_urlsafe(32))
+
+
+def _password_matches(password_hash: str | None, password: object) -> bool:
+    """Runs in a thread: argon2 is deliberately slow."""
+    usable = isinstance(password, str) and len(password) <= MAX_PASSWORD_LENGTH
+    candidate = password if isinstance(password, str) and usable else ""
+    matches = verify_password(password_hash or _dummy_hash(), candidate)
+    return matches and usable and password_hash is not None
+
+
+class AuthService:
+    """Users, sessions, API tokens and invites; one per process. Await :meth:`start` first."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        statements: Statements,
+        settings: AuthSettings,
+    ) -> None:
+        self.pool = pool
+        self.statements = statements
+        self.settings = settings
+        self._key: str | None = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _q(self, conn: Connection, statement: str, /, **params: Any) -> list[Row]:
+        return await fetch_async(conn, self.statements[statement], params)
+
+    async def _audit(
+        self,
+        conn: Connection,
+        actor: str,
+        event_type: str,
+        target_type: str,
+        target_id: object,
+        **metadata: Any,
+    ) -> None:
+        await self._q(
+            conn,
+            "audit_append",
+            actor=actor,
+            event_type=event_type,
+            target_type=target_type,
+            target_id=str(target_id),
+            metadata=json.dumps(metadata),
+        )
+
+    async def _user_row(self, conn: Connection, user_id: int) -> Row:
+        found = await self._q(conn, "user_get", user_id=user_id)
+        if not found:
+            raise NotFoundError("user", user_id)
+        return found[0]
+
+    def _require_started(self) -> None:
+        if self._key is None:
+            raise RuntimeError("AuthService.start() must be awaited before tokens are used")
+
+    @property
+    def _signing_key(self) -> str:
+        self._require_started()
+        assert self._key is not None
+        return self._key
+
+    def _pair(self, user: User, refresh_token: str) -> TokenPair:
+        access = issue_access_token(
+            self._signing_key,
+            issuer=self.settings.issuer,
+            audience=self.settings.audience,
+            ttl=self.settings.access_token_ttl,
+            user_id=user.id,
+            email=user.email,
+            role=user.role,
+        )
+        return TokenPair(access, refresh_token, int(self.settings.access_token_ttl), user)
+
+    # -- start-up ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the signing key: ``auth.jwt_secret``, else the one stored in ``secrets``
+        (generated by the first process ever to start; concurrent starters agree)."""
+        configured = self.settings.jwt_secret
+        if configured is not None:
+            self._key = configured.get_secret_value()
+            return
+        async with self.pool.connection() as conn:
+            await self._q(
+                conn, "secret_put_if_absent", name=SIGNING_KEY_NAME, value=new_signing_key()
+            )
+            [row] = await self._q(conn, "secret_get", name=SIGNING_KEY_NAME)
+        self._key = row["value"]
+
+    async def bootstrap_admin(self, email: str | None, password: str | None) -> Bootstrap:
+        """Create the first administrator when no user exists (idempotent; of concurrent
+        callers exactly one creates). Without a password a random one is generated and
+        returned, for the caller to show once."""
+        email = check_email(DEFAULT_ADMIN_EMAIL if email is None else email)
+        generated = None
+        if password is None:
+            generated = password = secrets.token_urlsafe(GENERATED_PASSWORD_BYTES)
+        check_password_policy(password)
+        async with self.pool.connection() as conn:
+            if (await self._q(conn, "user_any"))[0]["any"]:
+                return Bootstrap(created=False, email=email, generated_password=None)
+        password_hash = await asyncio.to_thread(hash_password, password)
+        async with self.pool.connection() as conn, conn.transaction():
+            await self._q(conn, "auth_lock", name="bootstrap")
+            if (await self._q(conn, "user_any"))[0]["any"]:  # another process was first
+                return Bootstrap(created=False, email=email, generated_password=None)
+            user = await self._insert_user(
+                conn, email, "", Role.ADMIN, password_hash, SYSTEM_ACTOR, bootstrap=True
+            )
+        log.info("first administrator created", extra={"user_id": user.id, "email": email})
+        return Bootstrap(created=True, email=email, generated_password=generated)
+
+    # -- users ------------------------------------------------------------------------------
+
+    async def create_user(
+        self,
+        email: str,
+        password: str,
+        role: Role | str,
+        name: str = "",
+        actor: str = SYSTEM_ACTOR,
+    ) -> User:
+        """A new user; :class:`ConflictError` when the email is taken (in any case)."""
+        email = check_email(email)
+        the_role = Role.parse(role)
+        name = check_name(name)
+        check_password_policy(password)
+        password_hash = await asyncio.to_thread(hash_password, password)
+        async with self.pool.connection() as conn, conn.transaction():
+            return await self._insert_user(conn, email, name, the_role, password_hash, actor)
+
+    async def _insert_user(
+        self,
+        conn: Connection,
+        email: str,
+        name: str,
+        role: Role,
+        password_hash: str,
+        actor: str,
+        **metadata: Any,
+    ) -> User:
+        rows = await self._q(
+            conn,
+            "user_insert",
+            email=email,
+            name=name,
+            role=role.name,
+            password_hash=password_hash,
+        )
+        if not rows:
+            raise ConflictError(f"a user with email {email!r} already exists")
+        user = User.from_row(rows[0])
+        await self._audit(
+            conn, actor, "user.created", "user", user.id, email=email, role=role.name, **metadata
+        )
+        return user
+
+    async def get_user(self, user_id: int) -> User:
+        """One user; :class:`NotFoundError` when there is none with that id."""
+        async with self.pool.connection() as conn:
+            return User.from_row(await self._user_row(conn, user_id))
+
+    async def list_users(self) -> list[User]:
+        """Every user, oldest first."""
+        async with self.pool.connection() as conn:
+            return [User.from_row(r) for r in await self._q(conn, "user_list")]
+
+    async def set_role(self, user_id: int, role: Role | str, actor: str) -> User:
+        """Change a user's role and end their sessions; refused (:class:`ConflictError`)
+        when it would leave no enabled administrator."""
+        the_role = Role.parse(role)
+        async with self.pool.connection() as conn, conn.transaction():
+            await self._q(conn, "auth_lock", name="admins")
+            before = User.from_row(await self._user_row(conn, user_id))
+            if before.role is the_role:
+                return before
+            rows = await self._q(conn, "user_set_role", user_id=user_id, role=the_role.name)
+            if not rows:
+                raise ConflictError(f"user {user_id} is the last enabled ADMIN; keep their role")
+            await self._q(
+                conn, "refresh_tokens_revoke_for_user", user_id=user_id, reason="role_changed"
+            )
+            await self._audit(
+                conn,
+                actor,
+                "user.role_changed",
+                "user",
+                user_id,
+                email=before.email,
+                old_role=before.role.name,
+                new_role=the_role.name,
+            )
+        return User.from_row(rows[0])
+
+    async def disable(self, user_id: int, actor: str, disabled: bool = True) -> User:
+        """Disable a user (ending their sessions; their API tokens stop working) or, with
+        ``disabled=False``, enable them again. The last enabled administrator cannot be
+        disabled (:class:`ConflictError`)."""
+        async with self.pool.connection() as conn, conn.transaction():
+            await self._q(conn, "auth_lock", name="admins")
+            before = User.from_row(await self._user_row(conn, user_id))
+            if before.disabled is disabled:
+                return before
+            rows = await self._q(conn, "user_set_disabled", user_id=user_id, disabled=disabled)
+            if not rows:
+                raise ConflictError(f"user {user_id} is the last enabled ADMIN; cannot disable")
+            if disabled:
+                await self._q(
+                    conn, "refresh_tokens_revoke_for_user", user_id=user_id, reason="disabled"
+                )
+            event = "user.disabled" if disabled else "user.enabled"
+            await self._audit(conn, actor, event, "user", user_id, email=before.email)
+        return User.from_row(rows[0])
+
+    async def change_password(self, user_id: int, old: str, new: str) -> None:
+        """Change a password, given the current one (:class:`AuthError` when it is wrong),
+        and end every session of the user."""
+        check_password_policy(new)
+        async with self.pool.connection() as conn:
+            row = await self._user_row(conn, user_id)
+        if not await asyncio.to_thread(_password_matches, row["password_hash"], old):
+            raise AuthError("the current password is incorrect")
+        new_hash = await asyncio.to_thread(hash_password, new)
+        async with self.pool.connection() as conn, conn.transaction():
+            changed = await self._q(
+                conn,
+                "user_set_password_hash",
+                user_id=user_id,
+                new_hash=new_hash,
+                old_hash=row["password_hash"],
+            )
+            if not changed:
+                raise ConflictError(f"the password of user {user_id} changed meanwhile; retry")
+            await self._q(
+                conn, "refresh_tokens_revoke_for_user", user_id=user_id, reason="password_changed"
+            )
+            await self._audit(
+                conn, f"user:{row['email']}", "user.password_changed", "user", user_id
+            )
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    async def login(self, email: str, password: str, address: str) -> TokenPair:
+        """Check a password and start a session. Throttled per account and per client
+        address (:class:`LoginThrottled`, before the password is looked at); every other
+        failure is ``AuthError("invalid email or password")``."""
+        self._require_started()  # before any state changes
+        settings = self.settings
+        email = email.strip() if isinstance(email, str) else ""
+        async with self.pool.connection() as conn:
+            [wait] = await self._q(
+                conn,
+                "login_throttle_check",
+                email=email,
+                address=address,
+                window=settings.login_window,
+                max_per_account=settings.login_max_per_account,
+                max_per_address=settings.login_max_per_address,
+            )
+            waits = [
+                w
+                for w in (wait["account_retry_after"], wait["address_retry_after"])
+                if w is not None
+            ]
+            if waits:  # both counters must drop below their maximum: wait for the later
+                raise LoginThrottled(max(0.0, *waits))
+            found = await self._q(conn, "user_get_by_email", email=email)
+        row = found[0] if found else None
+        matches = await asyncio.to_thread(
+            _password_matches, row["password_hash"] if row else None, password
+        )
+        if row is None or not matches or row["disabled"]:
+            reason = (
+                "unknown_email" if row is None else "wrong_password" if not matches else "disabled"
+            )
+            async with self.pool.connection() as conn, conn.transaction():
+                await self._q(
+                    conn,
+                    "login_failure_record",
+                    email=email,
+                    address=address,
+                    window=settings.login_window,
+                )
+                await self._audit(
+                    conn,
+                    ANONYMOUS_ACTOR,
+                    "user.login_failed",
+                    "user",
+                    row["id"] if row else email,
+                    address=address,
+                    reason=reason,
+                )
+            raise AuthError(LOGIN_FAILED)
+        new_hash = None
+        if needs_rehash(row["password_hash"]):
+            new_hash = await asyncio.to_thread(hash_password, password)
+        refresh_token = new_token(REFRESH_PREFIX)
+        async with self.pool.connection() as conn, conn.transaction():
+            updated = await self._q(
+                conn, "user_login_succeeded", user_id=row["id"], new_hash=new_hash
+            )
+            if not updated:  # disabled meanwhile
+                raise AuthError(LOGIN_FAILED)
+            user = User.from_row(updated[0])
+            await self._q(
+                conn,
+                "refresh_token_insert",
+                user_id=user.id,
+                family=uuid.uuid4(),
+                token_hash=token_hash(refresh_token),
+                ttl=settings.refresh_token_ttl,
+            )
+            await self._audit(
+                conn,
+                f"user:{user.email}",
+                "user.login",
+                "user",
+                user.id,
+                address=address,
+                rehashed=new_hash is not None,
+            )
+        return self._pair(user, refresh_token)
+
+    async def refresh(self, refresh_token: str) -> TokenPair:
+        """Exchange a refresh token for a new pair; the token is then used up. Presenting a
+        used token again revokes its whole family (:class:`AuthError`)."""
+        self._require_started()  # before any state changes
+        if not isinstance(refresh_token, str) or not refresh_token:
+            raise AuthError("refresh token missing")
+        presented = token_hash(refresh_token)
+        successor = new_token(REFRESH_PREFIX)
+        async with self.pool.connection() as conn:
+            rotated = await self._q(
+                conn,
+                "refresh_token_rotate",
+                token_hash=presented,
+                new_hash=token_hash(successor),
+                ttl=self.settings.refresh_token_ttl,
+            )
+            if rotated:
+                return self._pair(User.from_row(rotated[0]), successor)
+            async with conn.transaction():
+                reused = await self._q(conn, "refresh_family_revoke_reused", token_hash=presented)
+                if reused:
+                    found = reused[0]
+                    await self._audit(
+                        conn,
+                        SYSTEM_ACTOR,
+                        "auth.refresh_reuse",
+                        "user",
+                        found["user_id"],
+                        email=found["email"],
+                        family=str(found["family"]),
+                        revoked=found["revoked"],
+                    )
+        if reused:
+            log.warning(
+                "refresh token reused; its session family is revoked",
+                extra={"user_id": reused[0]["user_id"], "family": str(reused[0]["family"])},
+            )
+            raise AuthError("refresh token was already used; the session is revoked")
+        raise AuthError("refresh token is invalid, expired or revoked")
+
+    async def logout(self, refresh_token: str) -> None:
+        """End the session (token family) of ``refresh_token``; nothing for an unknown one."""
+        if not isinstance(refresh_token, str) or not refresh_token:
+            return
+        async with self.pool.connection() as conn, conn.transaction():
+            revoked = await self._q(
+                conn, "refresh_family_revoke", token_hash=token_hash(refresh_token), reason="logout"
+            )
+            if revoked:
+                await self._audit(
+                    conn,
+                    f"user:{revoked[0]['email']}",
+                    "user.logout",
+                    "user",
+                    revoked[0]["user_id"],
+                    family=str(revoked[0]["family"]),
+                )
+
+    def verify_access(self, token: str) -> Principal:
+        """The principal of a valid access token (no database); :class:`AuthError` else."""
+        claims = verify_access_token(
+            token, self._signing_key, issuer=self.settings.issuer, audience=self.settings.audience
+        )
+        return Principal(claims.user_id, claims.email, claims.role, "session", None)
+
+    async def authenticate(self, token: str) -> Principal:
+        """The principal of an API token (by its ``twk_`` prefix) or else an access token."""
+        if not isinstance(token, str) or not token.startswith(API_TOKEN_PREFIX):
+            return self.verify_access(token)
+        async with self.pool.connection() as conn:
+            found = await self._q(conn, "api_token_authenticate", token_hash=token_hash(token))
+        if not found:
+            raise AuthError("API token is invalid, revoked or expired")
+        row = found[0]
+        role = min(Role[row["role"]], Role[row["owner_role"]])  # never above the owner today
+        return Principal(row["user_id"], row["email"], role, "api_token", row["id"])
+
+    # -- invites ----------------------------------------------------------------------------
+
+    async def create_invite(self, email: str, role: Role | str, actor: str) -> tuple[Invite, str]:
+        """An invite for ``email`` with ``role``, and its token (shown once; expires after
+        ``auth.invite_ttl``). :class:`ConflictError` when a user has that email."""
+        email = check_email(email)
+        the_role = Role.parse(role)
+        token = new_token(INVITE_PREFIX)
+        async with self.pool.connection() as conn, conn.transaction():
+            if await self._q(conn, "user_get_by_email", email=email):
+                raise ConflictError(f"a user with email {email!r} already exists")
+            [row] = await self._q(
+                conn,
+                "invite_insert",
+                email=email,
+                role=the_role.name,
+                token_hash=token_hash(token),
+                created_by=actor,
+                ttl=self.settings.invite_ttl,
+            )
+            invite = Invite.from_row(row)
+            await self._audit(
+                conn, actor, "invite.created", "invite", invite.id, email=email, role=the_role.name
+            )
+        return invite, token
+
+    async def list_invites(self) -> list[Invite]:
+        """Every invite, newest first."""
+        async with self.pool.connection() as conn:
+            return [Invite.from_row(r) for r in await self._q(conn, "invite_list")]
+
+    async def revoke_invite(self, invite_id: int, actor: str) -> Invite:
+        """Withdraw an invite (idempotent). :class:`NotFoundError` for an unknown one,
+        :class:`ConflictError` for one already accepted."""
+        async with self.pool.connection() as conn, conn.transaction():
+            revoked = await self._q(conn, "invite_revoke", invite_id=invite_id)
+            if revoked:
+                invite = Invite.from_row(revoked[0])
+                await self._audit(
+                    conn, actor, "invite.revoked", "invite", invite_id, email=invite.email
+                )
+                return invite
+            found = await self._q(conn, "invite_get", invite_id=invite_id)
+        if not found:
+            raise NotFoundError("invite", invite_id)
+        invite = Invite.from_row(found[0])
+        if invite.accepted_at is not None:
+            raise ConflictError(f"invite {invite_id} was already accepted")
+        return invite
+
+    async def accept_invite(self, token: str, name: str, password: str) -> User:
+        """Use an invite (once) to create its user, with the invite's email and role."""
+        name = check_name(name)
+        check_password_policy(password)
+        if not isinstance(token, str) or not token:
+            raise AuthError("invite token missing")
+        async with self.pool.connection() as conn, conn.transaction():
+            accepted = await self._q(conn, "invite_accept", token_hash=token_hash(token))
+            if not accepted:
+                raise AuthError("invite is invalid, already used, revoked or expired")
+            invite = Invite.from_row(accepted[0])
+            password_hash = await asyncio.to_thread(hash_password, password)
+            actor = f"user:{invite.email}"
+            user = await self._insert_user(
+                conn, invite.email, name, invite.role, password_hash, actor, invite_id=invite.id
+            )
+            await self._q(conn, "invite_set_user", invite_id=invite.id, user_id=user.id)
+            await self._audit(conn, actor, "invite.accepted", "invite", invite.id, user_id=user.id)
+        return user
+
+    # -- API tokens -------------------------------------------------------------------------
+
+    async def create_api_token(
+        self, user_id: int, name: str, role: Role | str, expires_in: float | None
+    ) -> tuple[ApiToken, str]:
+        """A personal API token and its secret (shown once). Its role may not exceed the
+        owner's (:class:`PermissionDenied`); ``expires_in`` None: it never expires."""
+        name = check_name(name, required=True)
+        the_role = Role.parse(role)
+        if expires_in is not None and (
+            isinstance(expires_in, bool)
+            or not isinstance(expires_in, int | float)
+            or not math.isfinite(expires_in)
+            or expires_in <= 0
+        ):
+            raise InvalidInput("expires_in", expires_in, "must be a positive number of seconds")
+        token = new_token(API_TOKEN_PREFIX)
+        async with self.pool.connection() as conn, conn.transaction():
+            owner = User.from_row(await self._user_row(conn, user_id))
+            if the_role > owner.role:
+                raise PermissionDenied(the_role.name, owner.role.name)
+            [row] = await self._q(
+                conn,
+                "api_token_insert",
+                user_id=user_id,
+                name=name,
+                role=the_role.name,
+                token_hash=token_hash(token),
+                expires_in=None if expires_in is None else float(expires_in),
+            )
+            api_token = ApiToken.from_row(row)
+            await self._audit(
+                conn,
+                f"user:{owner.email}",
+                "api_token.created",
+                "api_token",
+                api_token.id,
+                user_id=user_id,
+                name=name,
+                role=the_role.name,
+            )
+        return api_token, token
+
+    async def list_api_tokens(self, user_id: int) -> list[ApiToken]:
+        """The user's API tokens (revoked and expired included), oldest first."""
+        async with self.pool.connection() as conn:
+            await self._user_row(conn, user_id)
+            return [
+                ApiToken.from_row(r) for r in await self._q(conn, "api_token_list", user_id=user_id)
+            ]
+
+    async def revoke_api_token(self, user_id: int, token_id: int) -> ApiToken:
+        """Revoke one of the user's own API tokens (idempotent); :class:`NotFoundError` when
+        the user has no token with that id."""
+        async with self.pool.connection() as conn, conn.transaction():
+            owner = User.from_row(await self._user_row(conn, user_id))
+            revoked = await self._q(conn, "api_token_revoke", user_id=user_id, token_id=token_id)
+            if revoked:
+                await self._audit(
+                    conn,
+                    f"user:{owner.email}",
+                    "api_token.revoked",
+                    "api_token",
+                    token_id,
+                    user_id=user_id,
+                )
+                return ApiToken.from_row(revoked[0])
+            found = await self._q(conn, "api_token_get", user_id=user_id, token_id=token_id)
+        if not found:
+            raise NotFoundError("api_token", token_id)
+        return ApiToken.from_row(found[0])
