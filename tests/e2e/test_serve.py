@@ -1,0 +1,107 @@
+"""``tickwork serve`` as a user runs it: a real process on the embedded PostgreSQL, driven
+over HTTP, stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+E2E_DIR = Path(__file__).parent
+START_GUARD = 180.0  # not a timing assertion: only stops a broken start from hanging the run
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
+    env["TICKWORK_DATA_DIR"] = str(tmp_path / "pgdata")  # no URL: the embedded server
+    env["TICKWORK_AUTH__ADMIN_EMAIL"] = "root@example.com"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(E2E_DIR), env.get("PYTHONPATH")) if p)
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tickwork", "serve", "--app", "serve_app:app", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
+    lines: list[str] = []
+    assert process.stdout is not None
+    deadline = time.monotonic() + START_GUARD
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("roles:"):
+            break
+    try:
+        yield process, f"http://127.0.0.1:{port}", lines
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_serve_end_to_end(serve: tuple[subprocess.Popen[str], str, list[str]]) -> None:
+    process, url, lines = serve
+    printed = "".join(lines)
+    assert "created the first administrator: root@example.com" in printed, printed
+    found = re.search(r"password \(shown once.*\): (\S+)", printed)
+    assert found, printed
+    password = found.group(1)
+    assert f"serving on {url}" in printed
+
+    with httpx.Client(base_url=url, timeout=30) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        assert client.get("/readyz").json()["status"] == "ready"
+        login = client.post(
+            "/api/auth/login", json={"email": "root@example.com", "password": password}
+        )
+        assert login.status_code == 200, login.text
+        auth = {"Authorization": f"Bearer {login.json()['access_token']}"}
+        made = client.post(
+            "/api/jobs", json={"task": "e2e.greet", "args": {"name": "ada"}}, headers=auth
+        )
+        assert made.status_code == 201, made.text
+        job_id = made.json()["id"]
+        # The executor in the same process picks it up (LISTEN/NOTIFY); poll the API for it.
+        state = None
+        deadline = time.monotonic() + START_GUARD
+        while time.monotonic() < deadline:
+            job = client.get(f"/api/jobs/{job_id}", headers=auth).json()
+            state = job["state"]
+            if state == "SUCCEEDED":
+                break
+            time.sleep(0.05)
+        assert state == "SUCCEEDED"
+        assert job["result"] == "hello ada"
+        assert job["executions"][0]["state"] == "SUCCEEDED"
+        workers = client.get("/api/workers", headers=auth).json()
+        assert len(workers) == 1 and workers[0]["queues"] == ["default"]
+
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=START_GUARD) == 0
+    assert process.stdout is not None
+    rest = process.stdout.read()
+    assert "Traceback" not in rest, rest
+    assert password not in rest  # printed once, at the bootstrap only
