@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.database import fetch_async
@@ -33,6 +35,26 @@ class AuditFilter:
 
     def __post_init__(self) -> None:
         check_range("occurred", self.occurred_from, self.occurred_to)
+
+
+async def audit_append(
+    conn: psycopg.AsyncConnection[Any],
+    statements: Statements,
+    actor: str,
+    event_type: str,
+    target_type: str,
+    target_id: str,
+    metadata: dict[str, Any],
+) -> None:
+    """Append one event on ``conn`` (in the caller's transaction when it has one)."""
+    params = {
+        "actor": actor,
+        "event_type": event_type,
+        "target_type": target_type,
+        "target_id": target_id,
+        "metadata": json.dumps(metadata),
+    }
+    await fetch_async(conn, statements["audit_append"], params)
 
 
 async def list_events(

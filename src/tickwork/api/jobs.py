@@ -18,6 +18,7 @@ from tickwork.api.schemas import (
     QueueOut,
 )
 from tickwork.api.security import Services, caller, services
+from tickwork.audit import audit_append
 from tickwork.auth import Principal
 from tickwork.errors import JobNotFoundError, JobStateError
 from tickwork.queue import admin
@@ -71,9 +72,14 @@ async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) ->
         body.timeout,
         body.unique_key,
     )
-    job = (await svc.app.enqueue_many_async([spec], created_by=who.actor))[0]
-    if job.duplicate:
-        response.status_code = 200
+    async with svc.pool.connection() as conn, conn.transaction():
+        job = (await svc.app.enqueue_many_async([spec], conn=conn, created_by=who.actor))[0]
+        if job.duplicate:  # the job holding the unique_key, not a new one
+            response.status_code = 200
+        else:
+            await audit_append(
+                conn, svc.statements, who.actor, "job.enqueued", "job", str(job.id), {}
+            )
     return job
 
 

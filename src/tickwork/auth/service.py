@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import math
 import secrets
@@ -26,6 +25,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from tickwork.audit import audit_append
 from tickwork.auth.inputs import check_email, check_name
 from tickwork.auth.models import ApiToken, Bootstrap, Invite, Principal, Row, TokenPair, User
 from tickwork.auth.passwords import (
@@ -115,14 +115,8 @@ class AuthService:
         target_id: object,
         **metadata: Any,
     ) -> None:
-        await self._q(
-            conn,
-            "audit_append",
-            actor=actor,
-            event_type=event_type,
-            target_type=target_type,
-            target_id=str(target_id),
-            metadata=json.dumps(metadata),
+        await audit_append(
+            conn, self.statements, actor, event_type, target_type, str(target_id), metadata
         )
 
     async def _user_row(self, conn: Connection, user_id: int) -> Row:
