@@ -36,6 +36,9 @@ TABLES = (
     "app_settings",
     "variables",
     "secrets",
+    "signals",
+    "signal_reactor_status",
+    "sweep_runs",
 )
 
 

@@ -44,6 +44,9 @@ from tickwork.queue.enqueue import (
     insert_plan,
     sync_connection,
 )
+from tickwork.signals.publisher import Signals
+from tickwork.signals.reactor import Reactor, Reactors
+from tickwork.signals.retention import SignalRetention
 from tickwork.task import Task, task_options
 from tickwork.types import AuditEvent, Execution, Job
 
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+ReactorT = TypeVar("ReactorT", bound=Reactor)
 
 log = logging.getLogger("tickwork")
 
@@ -73,6 +77,11 @@ class App:
         self.db = Database(self.settings)
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
+        self.reactors = Reactors()
+        """Registered reactors (the framework's signal retention is one of them)."""
+        self.reactors.add(SignalRetention(self.db.statements, self.settings.signals.retention_days))
+        self.signals = Signals(self)
+        """Emit domain signals: ``app.signals.emit(...)`` / ``emit_async``."""
 
     # -- registration -------------------------------------------------------------------
 
@@ -130,6 +139,15 @@ class App:
             return registered
 
         return register(fn) if fn is not None else register
+
+    def add_reactor(self, reactor: Reactor) -> Reactor:
+        """Register a reactor (an instance of a :class:`~tickwork.signals.Reactor` subclass)."""
+        return self.reactors.add(reactor)
+
+    def reactor(self, cls: type[ReactorT]) -> type[ReactorT]:
+        """Class decorator: ``@app.reactor`` above a Reactor subclass registers an instance."""
+        self.add_reactor(cls())
+        return cls
 
     def add_schedule(
         self,

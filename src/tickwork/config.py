@@ -75,6 +75,18 @@ DEFAULT_LOGIN_MAX_PER_ACCOUNT = 5
 DEFAULT_LOGIN_MAX_PER_ADDRESS = 20
 DEFAULT_INVITE_TTL = 7 * 24 * 3600.0
 
+DEFAULT_SIGNAL_POLL_INTERVAL = 5.0
+DEFAULT_SIGNAL_BATCH = 50
+DEFAULT_SIGNAL_DEBOUNCE = 30.0
+"""Window of a signal type with no configured one: never zero, so a forgotten entry batches
+more than intended instead of silently disabling squashing."""
+DEFAULT_SIGNAL_MAX_RETRIES = 3
+DEFAULT_SIGNAL_BACKOFF = 10.0
+DEFAULT_SIGNAL_BACKOFF_CAP = 3600.0
+DEFAULT_SIGNAL_STUCK_AFTER = 600.0
+DEFAULT_SIGNAL_RETENTION_DAYS = 7.0
+SIGNAL_RETENTION_REACTOR = "signal-retention"
+
 SECRET_FIELDS = ("database_url", "secret", "password")
 """A setting whose name contains one of these is never echoed in an error."""
 
@@ -130,7 +142,7 @@ class LeaseSettings(BaseModel):
     def _check(self) -> LeaseSettings:
         if self.ttl <= self.heartbeat:
             raise ValueError(
-                f"leases.ttl ({self.ttl}s) must be greater than leases.heartbeat "
+                f"ttl ({self.ttl}s) must be greater than heartbeat "
                 f"({self.heartbeat}s), or leases flap between holders"
             )
         return self
@@ -200,6 +212,86 @@ class ApiSettings(BaseModel):
     """The address users open (printed at start; decides Secure cookies when https)."""
 
 
+class ReactorSettings(BaseModel):
+    """One reactor's subtree: the framework's keys, plus any keys the reactor owns."""
+
+    model_config = ConfigDict(extra="allow")
+
+    enabled: bool = False
+    """Silence never enables behaviour: a reactor nobody configured does nothing."""
+    sweep_cron: str | None = None
+    """Overrides the reactor's own sweep cron (5 or 6 fields, or @hourly and friends)."""
+    organisations: list[str] = Field(default_factory=list)
+    """Tenants an organisation-scoped reactor may act for; empty means NONE."""
+    dry_run: bool = False
+    """Invoke the reactor in dry-run mode: its writes are rolled back and it must cause no
+    side effects of its own."""
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The reactor's own keys."""
+        return dict(self.model_extra or {})
+
+
+class SignalProcessorSettings(BaseModel):
+    """The signal processor (run by the SIGNAL_MASTER lease holder)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    poll_interval: float = Field(DEFAULT_SIGNAL_POLL_INTERVAL, gt=0)
+    batch_size: int = Field(DEFAULT_SIGNAL_BATCH, ge=1, le=10_000)
+    max_retries: int = Field(DEFAULT_SIGNAL_MAX_RETRIES, ge=0, le=100)
+    """Retries of a failing reactor (after its first try) before it is DEAD for a signal."""
+    backoff: float = Field(DEFAULT_SIGNAL_BACKOFF, gt=0)
+    """First retry delay in seconds; doubles per failure up to ``backoff_cap``."""
+    backoff_cap: float = Field(DEFAULT_SIGNAL_BACKOFF_CAP, gt=0)
+    stuck_after: float = Field(DEFAULT_SIGNAL_STUCK_AFTER, gt=0)
+    """A signal PROCESSING this long with no retry scheduled was left by a dead processor."""
+
+
+class SignalSettings(BaseModel):
+    """Signals and sweeps (``[signals]`` in the config file)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    """The master switch of processing and sweeps (emitting always works: nothing is lost)."""
+    lease: LeaseSettings = Field(default_factory=lambda: LeaseSettings())
+    processor: SignalProcessorSettings = Field(default_factory=lambda: SignalProcessorSettings())
+    sweeps_enabled: bool = True
+    retention_days: float = Field(DEFAULT_SIGNAL_RETENTION_DAYS, gt=0)
+    """COMPLETED and DEAD signals are purged after this many days."""
+    default_debounce: float = Field(DEFAULT_SIGNAL_DEBOUNCE, gt=0)
+    debounce: dict[str, float] = Field(default_factory=dict)
+    """Window in seconds per signal type; 0 = never squash (every emit counts)."""
+    reactors: dict[str, ReactorSettings] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> SignalSettings:
+        for name, window in self.debounce.items():
+            if window < 0:
+                raise ValueError(f"signals.debounce.{name} ({window}) must be 0 or more seconds")
+        if self.processor.backoff_cap < self.processor.backoff:
+            raise ValueError(
+                f"signals.processor.backoff_cap ({self.processor.backoff_cap}) must be at least "
+                f"signals.processor.backoff ({self.processor.backoff})"
+            )
+        return self
+
+    def window(self, signal_type: str) -> float:
+        """The debounce window of a signal type (the default when none is configured)."""
+        return self.debounce.get(signal_type, self.default_debounce)
+
+    def reactor(self, name: str) -> ReactorSettings:
+        """A reactor's configuration; an unconfigured reactor is disabled, with no tenants
+        (the framework's own retention reactor is enabled unless configured otherwise)."""
+        found = self.reactors.get(name)
+        if found is not None:
+            return found
+        return ReactorSettings(enabled=name == SIGNAL_RETENTION_REACTOR)
+
+
 class Settings(BaseSettings):
     """All of tickwork's configuration."""
 
@@ -224,6 +316,7 @@ class Settings(BaseSettings):
     scheduler: SchedulerSettings = Field(default_factory=lambda: SchedulerSettings())
     auth: AuthSettings = Field(default_factory=lambda: AuthSettings())
     api: ApiSettings = Field(default_factory=lambda: ApiSettings())
+    signals: SignalSettings = Field(default_factory=lambda: SignalSettings())
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
@@ -287,6 +380,8 @@ def describe(exc: ValidationError, prefix: str = "") -> str:
             if any(word in loc for word in SECRET_FIELDS):
                 value = "<redacted>"
             lines.append(f"{loc} ({value!r}): {message}")
+        elif loc and f"{loc}." not in message:  # a section-level rule: name the section
+            lines.append(f"{loc}: {message}")
         else:
             lines.append(message)
     return "; ".join(lines)

@@ -122,3 +122,39 @@ class InvalidInput(TickworkError, ValueError):
         self.value = value
         self.reason = reason
         super().__init__(f"{field} ({value!r}) {reason}")
+
+
+class ReactorDefinitionError(TickworkError, ValueError):
+    """A reactor was registered with an invalid name, signal type or sweep."""
+
+
+class SignalError(TickworkError, ValueError):
+    """A signal was refused at emit because its input is invalid."""
+
+    def __init__(self, field: str, value: object, reason: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{field} ({value!r}) {reason}")
+
+
+class NotLeaderError(TickworkError):
+    """This process does not hold the lease the operation needs; ask the holder."""
+
+    def __init__(self, role: str, holder: str | None) -> None:
+        self.role = role
+        self.holder = holder
+        where = f"held by {holder}" if holder else "held by no process right now"
+        super().__init__(f"this process does not hold the {role} lease ({where})")
+
+
+class SignalSupersededError(ConflictError):
+    """A DEAD signal was not retried: a fresher PENDING signal holds its (type, key)."""
+
+    def __init__(self, signal_id: int, superseded_by: int) -> None:
+        self.signal_id = signal_id
+        self.superseded_by = superseded_by
+        super().__init__(
+            f"signal {signal_id} was not retried: pending signal {superseded_by} already holds"
+            " the same type and aggregate key (the work is queued)"
+        )

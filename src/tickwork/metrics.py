@@ -48,6 +48,36 @@ PICKUP = Histogram(
 )
 
 
+SIGNALS_EMITTED = Counter(
+    "tickwork_signals_emitted", "Signals emitted (new rows)", ["signal_type"], registry=REGISTRY
+)
+SIGNALS_SQUASHED = Counter(
+    "tickwork_signals_squashed",
+    "Emits absorbed by a pending signal of the same type and key",
+    ["signal_type"],
+    registry=REGISTRY,
+)
+SIGNALS_PROCESSED = Counter(
+    "tickwork_signals_processed",
+    "Signals the processor settled, by outcome",
+    ["signal_type", "status"],
+    registry=REGISTRY,
+)
+SIGNAL_DELIVERIES_FAILED = Counter(
+    "tickwork_signal_reactor_failures",
+    "Reactor failures handling a signal",
+    ["signal_type", "reactor"],
+    registry=REGISTRY,
+)
+SWEEP_DURATION = Histogram(
+    "tickwork_sweep_duration_seconds",
+    "Sweep run time per reactor",
+    ["reactor", "outcome"],
+    registry=REGISTRY,
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 1800),
+)
+
+
 @cache
 def _enqueued(task: str) -> Any:
     return ENQUEUED.labels(task)
@@ -84,6 +114,26 @@ def attempt_finished(task: str, outcome: str, seconds: float, dead_lettered: boo
 def picked_up(queue: str, seconds: float) -> None:
     """Observe how long a job waited after it was due."""
     _pickup(queue).observe(max(seconds, 0.0))
+
+
+def signal_emitted(signal_type: str, squashed: bool) -> None:
+    """Count one emit (a new signal, or a squash into a pending one)."""
+    (SIGNALS_SQUASHED if squashed else SIGNALS_EMITTED).labels(signal_type).inc()
+
+
+def signal_settled(signal_type: str, status: str) -> None:
+    """Count a signal the processor settled (COMPLETED, PROCESSING awaiting a retry, DEAD)."""
+    SIGNALS_PROCESSED.labels(signal_type, status).inc()
+
+
+def reactor_failed(signal_type: str, reactor: str) -> None:
+    """Count a reactor's failure on a signal."""
+    SIGNAL_DELIVERIES_FAILED.labels(signal_type, reactor).inc()
+
+
+def sweep_ran(reactor: str, outcome: str, seconds: float) -> None:
+    """Observe one sweep run."""
+    SWEEP_DURATION.labels(reactor, outcome).observe(seconds)
 
 
 class _Snapshot(Collector):

@@ -1,0 +1,236 @@
+-- Statements on signals, their per-reactor delivery and sweep runs.
+-- Signal status: PENDING (waiting for its debounce deadline) -> PROCESSING (taken up; stays
+-- so while a reactor's retry is due at next_retry_at) -> COMPLETED; DEAD when a processor
+-- died on it more than max_retries times (a poison signal). Reactor delivery status:
+-- PENDING (being handled) -> COMPLETED | FAILED (retry at next_retry_at) -> DEAD.
+
+-- name: signal_emit
+-- Squash-on-emit, one atomic statement: a PENDING signal of the same type and key absorbs
+-- this emit (its deadline slides to now + window, its payload is replaced, updated_at set);
+-- otherwise a new signal is inserted. ON CONFLICT has no race to lose and raises nothing,
+-- so the caller's transaction is never put at risk. A NULL key (zero-window types) never
+-- conflicts: every emit inserts.
+INSERT INTO {schema}.signals AS s
+    (signal_type, entity_type, entity_id, aggregate_key, organisation_id, payload,
+     process_after, max_retries)
+VALUES (%(signal_type)s, %(entity_type)s, %(entity_id)s, %(aggregate_key)s,
+        %(organisation_id)s, %(payload)s::jsonb,
+        now() + make_interval(secs => %(window)s), %(max_retries)s)
+ON CONFLICT (signal_type, aggregate_key) WHERE status = 'PENDING'
+DO UPDATE SET process_after = EXCLUDED.process_after,  -- each assignment reads EXCLUDED only
+              payload = EXCLUDED.payload,
+              updated_at = now()
+RETURNING s.id, (s.xmax <> 0) AS squashed, s.process_after;
+
+-- name: signal_claim
+-- Take up to %(limit)s signals for processing: matured PENDING ones, PROCESSING ones whose
+-- reactor retry is due, and PROCESSING ones a processor left behind (claimed longer than
+-- %(stuck_after)s seconds ago with no retry scheduled: it died mid-flight). A recovered
+-- signal counts a retry; past max_retries it is DEAD rather than crash the next processor
+-- too. SKIP LOCKED: a failover twin never waits on rows another processor holds.
+WITH ready AS (
+    SELECT id, (status = 'PROCESSING' AND next_retry_at IS NULL) AS recovered
+    FROM {schema}.signals
+    WHERE (status = 'PENDING' AND process_after <= now())
+       OR (status = 'PROCESSING' AND next_retry_at <= now())
+       OR (status = 'PROCESSING' AND next_retry_at IS NULL
+           AND claimed_at < now() - make_interval(secs => %(stuck_after)s))
+    ORDER BY coalesce(next_retry_at, process_after)
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {schema}.signals s
+SET status = CASE WHEN r.recovered AND s.retry_count >= s.max_retries THEN 'DEAD'
+                  ELSE 'PROCESSING' END,
+    retry_count = s.retry_count + CASE WHEN r.recovered THEN 1 ELSE 0 END,
+    claimed_at = now(),
+    next_retry_at = NULL,
+    processed_at = CASE WHEN r.recovered AND s.retry_count >= s.max_retries THEN now()
+                        ELSE s.processed_at END,
+    error_message = CASE WHEN r.recovered
+        THEN 'left in PROCESSING by a processor that stopped (recovery '
+             || (s.retry_count + 1) || ')'
+        ELSE s.error_message END
+FROM ready r
+WHERE s.id = r.id
+RETURNING s.*, r.recovered;
+
+-- name: signal_reactor_begin
+-- Start one reactor's delivery of one signal, inside the transaction that will also hold the
+-- reactor's own writes. The upsert locks the delivery row, so a second processor (a
+-- failover twin) waits here and then sees COMPLETED: a reactor's writes commit once.
+INSERT INTO {schema}.signal_reactor_status AS r (signal_id, reactor_name, status)
+VALUES (%(signal_id)s, %(reactor)s, 'PENDING')
+ON CONFLICT (signal_id, reactor_name) DO UPDATE SET status = r.status  -- no-op; takes the lock
+RETURNING r.status, r.retry_count, (r.next_retry_at > now()) AS retry_not_due;
+
+-- name: signal_reactor_complete
+-- The reactor handled the signal; commits with the reactor's own writes.
+UPDATE {schema}.signal_reactor_status
+SET status = 'COMPLETED', dry_run = %(dry_run)s, processed_at = now(), error_message = NULL,
+    next_retry_at = NULL
+WHERE signal_id = %(signal_id)s AND reactor_name = %(reactor)s;
+
+-- name: signal_reactor_fail
+-- The reactor raised (its writes were rolled back): FAILED with exponential backoff while
+-- retries remain (retry_count counts failures; max_retries retries after the first try),
+-- then DEAD.
+INSERT INTO {schema}.signal_reactor_status AS r
+    (signal_id, reactor_name, status, retry_count, error_message, processed_at, next_retry_at)
+VALUES (%(signal_id)s, %(reactor)s,
+        CASE WHEN 1 > %(max_retries)s THEN 'DEAD' ELSE 'FAILED' END, 1,
+        left(%(error)s, 2000), now(),
+        CASE WHEN 1 > %(max_retries)s THEN NULL
+             ELSE now() + make_interval(secs => %(backoff)s) END)
+ON CONFLICT (signal_id, reactor_name) DO UPDATE
+SET retry_count = r.retry_count + 1,
+    status = CASE WHEN r.retry_count + 1 > %(max_retries)s THEN 'DEAD' ELSE 'FAILED' END,
+    error_message = left(%(error)s, 2000),
+    processed_at = now(),
+    next_retry_at = CASE WHEN r.retry_count + 1 > %(max_retries)s THEN NULL
+        ELSE now() + make_interval(
+            secs => least(%(backoff)s * power(2, r.retry_count), %(backoff_cap)s)) END
+RETURNING r.status, r.retry_count, r.next_retry_at;
+
+-- name: signal_settle
+-- Derive a signal's status from the delivery rows of the reactors it was routed to
+-- (%(reactors)s): any FAILED (retries remain) -> stays PROCESSING, due again at the earliest
+-- retry; otherwise (all COMPLETED or DEAD, or no reactor at all) -> COMPLETED. DEAD
+-- reactors are named in error_message (and logged by the processor).
+WITH delivery AS (
+    SELECT reactor_name, status, next_retry_at, error_message
+    FROM {schema}.signal_reactor_status
+    WHERE signal_id = %(signal_id)s AND reactor_name = ANY(%(reactors)s::text[])
+), failed AS (
+    SELECT min(next_retry_at) AS next_retry_at, count(*) AS n
+    FROM delivery WHERE status = 'FAILED'
+), dead AS (
+    SELECT string_agg(reactor_name || ': ' || coalesce(error_message, ''), '; '
+                      ORDER BY reactor_name) AS summary
+    FROM delivery WHERE status = 'DEAD'
+)
+UPDATE {schema}.signals s
+SET status = CASE WHEN f.n > 0 THEN 'PROCESSING' ELSE 'COMPLETED' END,
+    next_retry_at = f.next_retry_at,
+    processed_at = CASE WHEN f.n > 0 THEN s.processed_at ELSE now() END,
+    error_message = CASE WHEN d.summary IS NOT NULL THEN 'dead reactors: ' || d.summary
+                         WHEN f.n > 0 THEN 'reactor retry due'
+                         ELSE NULL END
+FROM failed f, dead d
+WHERE s.id = %(signal_id)s AND s.status = 'PROCESSING'
+RETURNING s.status, s.next_retry_at, d.summary AS dead_reactors;
+
+-- name: signal_list
+-- Admin listing: every filter optional (NULL = not filtering), newest first, keyset pages.
+SELECT * FROM {schema}.signals
+WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
+  AND (%(signal_type)s::text IS NULL OR signal_type = %(signal_type)s)
+  AND (%(aggregate_key)s::text IS NULL OR aggregate_key = %(aggregate_key)s)
+  AND (%(organisation_id)s::text IS NULL OR organisation_id = %(organisation_id)s)
+  AND (%(created_from)s::timestamptz IS NULL OR created_at >= %(created_from)s)
+  AND (%(created_to)s::timestamptz IS NULL OR created_at < %(created_to)s)
+  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: signal_get
+SELECT * FROM {schema}.signals WHERE id = %(signal_id)s;
+
+-- name: signal_deliveries
+-- A signal's per-reactor delivery: how to find which reactor failed.
+SELECT * FROM {schema}.signal_reactor_status WHERE signal_id = %(signal_id)s
+ORDER BY reactor_name;
+
+-- name: signal_stats
+-- Counts by status and type, with the oldest pending signal of each type.
+SELECT status, signal_type, count(*) AS n, min(created_at) AS oldest_created_at
+FROM {schema}.signals
+GROUP BY status, signal_type
+ORDER BY status, signal_type;
+
+-- name: signal_stuck
+-- PROCESSING longer than %(older_than)s seconds with no retry scheduled: a hung reactor, or
+-- a processor that died mid-flight (the next processor pass recovers these).
+SELECT * FROM {schema}.signals
+WHERE status = 'PROCESSING' AND next_retry_at IS NULL
+  AND claimed_at < now() - make_interval(secs => %(older_than)s)
+ORDER BY claimed_at
+LIMIT %(limit)s;
+
+-- name: signal_retry
+-- Operator retry: a DEAD signal back to PENDING, due now, its reactors' failed and dead
+-- deliveries cleared (completed ones stay, so those reactors are not run again) - unless a
+-- fresher PENDING signal already holds the same (type, key): then nothing changes and its
+-- id is returned as superseded_by (the work is already queued).
+WITH target AS (
+    SELECT id, status, signal_type, aggregate_key FROM {schema}.signals
+    WHERE id = %(signal_id)s FOR UPDATE
+), fresher AS (
+    SELECT s.id FROM {schema}.signals s, target t
+    WHERE t.aggregate_key IS NOT NULL AND s.status = 'PENDING'
+      AND s.signal_type = t.signal_type AND s.aggregate_key = t.aggregate_key
+    LIMIT 1
+), reset AS (
+    UPDATE {schema}.signals s
+    SET status = 'PENDING', process_after = now(), retry_count = 0, next_retry_at = NULL,
+        claimed_at = NULL, processed_at = NULL, error_message = NULL
+    FROM target t
+    WHERE s.id = t.id AND t.status = 'DEAD' AND NOT EXISTS (SELECT 1 FROM fresher)
+    RETURNING s.id
+), cleared AS (
+    DELETE FROM {schema}.signal_reactor_status r USING reset
+    WHERE r.signal_id = reset.id AND r.status <> 'COMPLETED'
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, 'signal.retried', 'signal', reset.id::text, '{}'::jsonb FROM reset
+)
+SELECT t.status AS previous_status, (SELECT id FROM fresher) AS superseded_by,
+       EXISTS (SELECT 1 FROM reset) AS reset
+FROM target t;
+
+-- name: signal_cancel
+-- Operator cancel: a PENDING signal COMPLETED without processing.
+WITH target AS (
+    SELECT id, status FROM {schema}.signals WHERE id = %(signal_id)s FOR UPDATE
+), done AS (
+    UPDATE {schema}.signals s
+    SET status = 'COMPLETED', processed_at = now(),
+        error_message = 'cancelled by ' || %(actor)s || ' without processing'
+    FROM target t
+    WHERE s.id = t.id AND t.status = 'PENDING'
+    RETURNING s.id
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, 'signal.cancelled', 'signal', done.id::text, '{}'::jsonb FROM done
+)
+SELECT t.status AS previous_status, EXISTS (SELECT 1 FROM done) AS cancelled FROM target t;
+
+-- name: signal_purge
+-- Retention: COMPLETED and DEAD signals older than the window, a batch at a time (their
+-- deliveries cascade). PENDING and PROCESSING are never purged: an old one is a fault.
+DELETE FROM {schema}.signals
+WHERE id IN (
+    SELECT id FROM {schema}.signals
+    WHERE status IN ('COMPLETED', 'DEAD')
+      AND coalesce(processed_at, created_at) < now() - make_interval(secs => %(older_than)s)
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id;
+
+-- name: sweep_run_start
+INSERT INTO {schema}.sweep_runs (reactor_name, holder, trigger, dry_run)
+VALUES (%(reactor)s, %(holder)s, %(trigger)s, %(dry_run)s)
+RETURNING id, started_at;
+
+-- name: sweep_run_finish
+UPDATE {schema}.sweep_runs
+SET finished_at = now(), outcome = %(outcome)s, error = left(%(error)s, 2000)
+WHERE id = %(run_id)s
+RETURNING *;
+
+-- name: sweep_run_latest
+-- The last run of each reactor's sweep.
+SELECT DISTINCT ON (reactor_name) *
+FROM {schema}.sweep_runs
+ORDER BY reactor_name, id DESC;

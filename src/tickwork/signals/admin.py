@@ -1,0 +1,244 @@
+"""Operators' view of signals: strict listing, one signal with its deliveries, stats, stuck
+signals, retry and cancel, and the reactors with their switches (for the admin API and CLI)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.control import RuntimeControl, Tiered
+from tickwork.db.database import Row, fetch_async
+from tickwork.db.statements import Statements
+from tickwork.errors import InvalidInput, NotFoundError, SignalSupersededError
+from tickwork.queue.admin import DEFAULT_PAGE, Page, check_limit, check_range
+from tickwork.signals.reactor import Reactors
+from tickwork.signals.sweeps import SweepScheduler
+from tickwork.signals.types import Delivery, Signal, SignalStatus
+
+
+@dataclass(frozen=True, slots=True)
+class SignalFilter:
+    """Which signals to list; every field optional."""
+
+    statuses: list[SignalStatus] | None = None
+    signal_type: str | None = None
+    aggregate_key: str | None = None
+    organisation_id: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        status: list[str] | None = None,
+        signal_type: str | None = None,
+        aggregate_key: str | None = None,
+        organisation_id: str | None = None,
+        created_from: datetime | None = None,
+        created_to: datetime | None = None,
+        known_types: set[str] | None = None,
+    ) -> SignalFilter:
+        """A filter from raw values. An unknown status is refused; so is a signal type no
+        reactor handles and no signal carries (when ``known_types`` is given)."""
+        statuses = None
+        if status:
+            statuses = []
+            for value in status:
+                for part in value.split(","):
+                    try:
+                        statuses.append(SignalStatus(part.strip().upper()))
+                    except ValueError:
+                        known = ", ".join(s.value for s in SignalStatus)
+                        raise InvalidInput(
+                            "status", part, f"is not a signal status ({known})"
+                        ) from None
+        if known_types is not None and signal_type is not None and signal_type not in known_types:
+            raise InvalidInput(
+                "signal_type",
+                signal_type,
+                "is not a signal type any reactor handles or any stored signal has",
+            )
+        check_range("created", created_from, created_to)
+        return cls(statuses, signal_type, aggregate_key, organisation_id, created_from, created_to)
+
+
+@dataclass(frozen=True, slots=True)
+class SignalDetail:
+    """A signal with its per-reactor delivery."""
+
+    signal: Signal
+    deliveries: list[Delivery]
+
+
+@dataclass(frozen=True, slots=True)
+class StatsRow:
+    status: SignalStatus
+    signal_type: str
+    count: int
+    oldest_created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ReactorView:
+    """A registered reactor with its switches and last sweep."""
+
+    name: str
+    handles: list[str]
+    sweep_cron: str | None
+    organisation_scoped: bool
+    enabled: Tiered[bool]
+    dry_run: Tiered[bool]
+    organisations: Tiered[frozenset[str]]
+    last_sweep: dict[str, Any] | None
+
+
+async def _fetch(
+    pool: AsyncConnectionPool[Any], statements: Statements, name: str, params: dict[str, Any]
+) -> list[Row]:
+    async with pool.connection() as conn:
+        return await fetch_async(conn, statements[name], params)
+
+
+async def known_types(
+    pool: AsyncConnectionPool[Any], statements: Statements, reactors: Reactors
+) -> set[str]:
+    """Signal types a reactor handles or a stored signal carries."""
+    stored = {r["signal_type"] for r in await _fetch(pool, statements, "signal_stats", {})}
+    return stored | {t for r in reactors for t in r.handles}
+
+
+async def list_signals(
+    pool: AsyncConnectionPool[Any],
+    statements: Statements,
+    where: SignalFilter,
+    *,
+    limit: int = DEFAULT_PAGE,
+    before_id: int | None = None,
+) -> Page:
+    """Signals, newest first."""
+    params = {
+        "statuses": [s.value for s in where.statuses] if where.statuses else None,
+        "signal_type": where.signal_type,
+        "aggregate_key": where.aggregate_key,
+        "organisation_id": where.organisation_id,
+        "created_from": where.created_from,
+        "created_to": where.created_to,
+        "limit": check_limit(limit),
+        "before_id": before_id,
+    }
+    signals = [Signal.from_row(r) for r in await _fetch(pool, statements, "signal_list", params)]
+    return Page(signals, signals[-1].id if len(signals) == limit else None)
+
+
+async def get_signal(
+    pool: AsyncConnectionPool[Any], statements: Statements, signal_id: int
+) -> SignalDetail:
+    """One signal and its per-reactor delivery."""
+    found = await _fetch(pool, statements, "signal_get", {"signal_id": signal_id})
+    if not found:
+        raise NotFoundError("signal", signal_id)
+    deliveries = await _fetch(pool, statements, "signal_deliveries", {"signal_id": signal_id})
+    return SignalDetail(Signal.from_row(found[0]), [Delivery.from_row(r) for r in deliveries])
+
+
+async def stats(pool: AsyncConnectionPool[Any], statements: Statements) -> list[StatsRow]:
+    """Counts by status and type."""
+    return [
+        StatsRow(SignalStatus(r["status"]), r["signal_type"], r["n"], r["oldest_created_at"])
+        for r in await _fetch(pool, statements, "signal_stats", {})
+    ]
+
+
+async def stuck(
+    pool: AsyncConnectionPool[Any], statements: Statements, older_than: float, limit: int
+) -> list[Signal]:
+    """Signals PROCESSING longer than ``older_than`` seconds with no retry scheduled."""
+    if older_than <= 0:
+        raise InvalidInput("older_than", older_than, "must be a positive number of seconds")
+    params = {"older_than": older_than, "limit": check_limit(limit)}
+    return [Signal.from_row(r) for r in await _fetch(pool, statements, "signal_stuck", params)]
+
+
+async def retry(
+    pool: AsyncConnectionPool[Any], statements: Statements, signal_id: int, actor: str
+) -> Signal:
+    """A DEAD signal back to PENDING (its completed reactors are not run again)."""
+    params = {"signal_id": signal_id, "actor": actor}
+    try:
+        found = await _fetch(pool, statements, "signal_retry", params)
+    except psycopg.errors.UniqueViolation:
+        # A fresher PENDING signal of the same key appeared during the statement.
+        found = await _fetch(pool, statements, "signal_retry", params)
+    if not found:
+        raise NotFoundError("signal", signal_id)
+    row = found[0]
+    if row["superseded_by"] is not None and row["previous_status"] == "DEAD":
+        raise SignalSupersededError(signal_id, row["superseded_by"])
+    if not row["reset"]:
+        raise InvalidInput(
+            "signal", signal_id, f"is {row['previous_status']}; only a DEAD signal is retried"
+        )
+    return (await get_signal(pool, statements, signal_id)).signal
+
+
+async def cancel(
+    pool: AsyncConnectionPool[Any], statements: Statements, signal_id: int, actor: str
+) -> Signal:
+    """A PENDING signal COMPLETED without processing."""
+    found = await _fetch(
+        pool, statements, "signal_cancel", {"signal_id": signal_id, "actor": actor}
+    )
+    if not found:
+        raise NotFoundError("signal", signal_id)
+    if not found[0]["cancelled"]:
+        raise InvalidInput(
+            "signal",
+            signal_id,
+            f"is {found[0]['previous_status']}; only a PENDING signal is cancelled",
+        )
+    return (await get_signal(pool, statements, signal_id)).signal
+
+
+async def reactors_view(
+    pool: AsyncConnectionPool[Any],
+    statements: Statements,
+    reactors: Reactors,
+    control: RuntimeControl,
+    sweeps: SweepScheduler,
+) -> list[ReactorView]:
+    """Every registered reactor: handled types, sweep cron, last sweep, and the config,
+    runtime and effective values of enabled, dry-run and the organisation set."""
+    last = {r["reactor_name"]: r for r in await _fetch(pool, statements, "sweep_run_latest", {})}
+    views = []
+    for reactor in reactors:
+        switches = control.reactor(reactor.name)
+        cron = sweeps.cron(reactor)
+        run = last.get(reactor.name)
+        views.append(
+            ReactorView(
+                name=reactor.name,
+                handles=sorted(reactor.handles),
+                sweep_cron=cron.expression if cron else None,
+                organisation_scoped=reactor.organisation_scoped,
+                enabled=switches.enabled,
+                dry_run=switches.dry_run,
+                organisations=switches.organisations,
+                last_sweep=None
+                if run is None
+                else {
+                    "started_at": run["started_at"],
+                    "finished_at": run["finished_at"],
+                    "outcome": run["outcome"],
+                    "trigger": run["trigger"],
+                    "dry_run": run["dry_run"],
+                    "holder": run["holder"],
+                    "error": run["error"],
+                },
+            )
+        )
+    return views

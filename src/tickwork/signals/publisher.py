@@ -1,0 +1,159 @@
+"""Emitting signals: one statement that squashes into a pending signal of the same type and
+key or inserts a new one, joining the caller's transaction when one is given."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from tickwork import metrics
+from tickwork.db.database import Row, fetch, fetch_async
+from tickwork.errors import DatabaseError, SignalError
+from tickwork.queue.enqueue import async_connection, sync_connection
+from tickwork.signals.reactor import SIGNAL_TYPE
+
+if TYPE_CHECKING:
+    from tickwork.app import App
+
+log = logging.getLogger("tickwork.signals")
+
+MAX_KEY_LENGTH = 200
+MAX_ENTITY_LENGTH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Emitted:
+    """What an emit did."""
+
+    signal_id: int
+    """The signal that now carries this emit (the existing one when squashed)."""
+    squashed: bool
+    """True when a pending signal absorbed this emit."""
+    process_after: datetime
+    """Its debounce deadline now."""
+
+
+def _text(field: str, value: Any, limit: int) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise SignalError(field, value, "must be a string or an integer")
+    text = str(value)
+    if not text or len(text) > limit:
+        raise SignalError(field, value, f"must be 1-{limit} characters")
+    return text
+
+
+class Signals:
+    """``app.signals``: emit domain signals (sync or async, optionally in your transaction)."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    def _params(
+        self,
+        signal_type: str,
+        entity_type: str | None,
+        entity_id: str | int | None,
+        aggregate_key: str | None,
+        organisation_id: str | int | None,
+        payload: Any,
+    ) -> dict[str, Any]:
+        if not isinstance(signal_type, str) or not SIGNAL_TYPE.match(signal_type):
+            raise SignalError(
+                "signal_type", signal_type, "must be 1-100 characters of letters, digits, _.:-"
+            )
+        settings = self.app.settings.signals
+        window = settings.window(signal_type)
+        key = _text("aggregate_key", aggregate_key, MAX_KEY_LENGTH)
+        try:
+            payload_json = None if payload is None else json.dumps(payload, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise SignalError("payload", payload, f"is not JSON-serialisable: {exc}") from None
+        return {
+            "signal_type": signal_type,
+            "entity_type": _text("entity_type", entity_type, MAX_ENTITY_LENGTH),
+            "entity_id": _text("entity_id", entity_id, MAX_KEY_LENGTH),
+            # A zero window means every occurrence matters: no key, so nothing can squash it.
+            "aggregate_key": key if window > 0 else None,
+            "organisation_id": _text("organisation_id", organisation_id, MAX_ENTITY_LENGTH),
+            "payload": payload_json,
+            "window": window,
+            "max_retries": settings.processor.max_retries,
+        }
+
+    def emit(
+        self,
+        signal_type: str,
+        entity_type: str | None = None,
+        entity_id: str | int | None = None,
+        aggregate_key: str | None = None,
+        organisation_id: str | int | None = None,
+        payload: Any = None,
+        *,
+        conn: Any = None,
+    ) -> Emitted:
+        """Record that something happened. With ``conn`` (psycopg or SQLAlchemy), in the
+        caller's transaction: if it rolls back, the signal never existed. Emit after the
+        domain change, inside the same transaction."""
+        params = self._params(
+            signal_type, entity_type, entity_id, aggregate_key, organisation_id, payload
+        )
+        sql = self.app.db.statements["signal_emit"]
+        try:
+            if conn is not None:
+                rows = fetch(sync_connection(conn), sql, params)
+            else:
+                with self.app.db.pool().connection() as own:
+                    rows = fetch(own, sql, params)
+        except psycopg.Error as exc:
+            raise DatabaseError(f"database refused the emit: {exc}") from exc
+        return _emitted(rows[0], params)
+
+    async def emit_async(
+        self,
+        signal_type: str,
+        entity_type: str | None = None,
+        entity_id: str | int | None = None,
+        aggregate_key: str | None = None,
+        organisation_id: str | int | None = None,
+        payload: Any = None,
+        *,
+        conn: Any = None,
+    ) -> Emitted:
+        """Async :meth:`emit`."""
+        params = self._params(
+            signal_type, entity_type, entity_id, aggregate_key, organisation_id, payload
+        )
+        sql = self.app.db.statements["signal_emit"]
+        try:
+            if conn is not None:
+                rows = await fetch_async(await async_connection(conn), sql, params)
+            else:
+                pool = await self.app.db.async_pool()
+                async with pool.connection() as own:
+                    rows = await fetch_async(own, sql, params)
+        except psycopg.Error as exc:
+            raise DatabaseError(f"database refused the emit: {exc}") from exc
+        return _emitted(rows[0], params)
+
+
+def _emitted(row: Row, params: dict[str, Any]) -> Emitted:
+    emitted = Emitted(row["id"], row["squashed"], row["process_after"])
+    signal_type = params["signal_type"]
+    metrics.signal_emitted(signal_type, emitted.squashed)
+    log.info(
+        "signal squashed" if emitted.squashed else "signal emitted",
+        extra={
+            "signal_id": emitted.signal_id,
+            "signal_type": signal_type,
+            "aggregate_key": params["aggregate_key"],
+            "process_after": emitted.process_after.isoformat(),
+        },
+    )
+    return emitted

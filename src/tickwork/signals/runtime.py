@@ -1,0 +1,88 @@
+"""The signal runtime of one process: its leases (SIGNAL_MASTER, SWEEP_MASTER), runtime
+control, the processor and the sweep scheduler, run together until stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.control import RuntimeControl
+from tickwork.db.database import fetch_async
+from tickwork.errors import NotLeaderError
+from tickwork.leases import LeaseManager, Role
+from tickwork.service import run_periodically
+from tickwork.signals.processor import SignalProcessor
+from tickwork.signals.sweeps import SweepScheduler
+
+if TYPE_CHECKING:
+    from tickwork.app import App
+
+log = logging.getLogger("tickwork.signals")
+
+SWEEP_TICK = 1.0
+"""Seconds between checks for due sweeps (cron granularity is one second)."""
+
+
+class SignalRuntime:
+    """Everything signal processing needs in one process."""
+
+    def __init__(
+        self, app: App, pool: AsyncConnectionPool[Any], *, holder_id: str | None = None
+    ) -> None:
+        settings = app.settings.signals
+        self.app = app
+        self.pool = pool
+        self.statements = app.db.statements
+        self.settings = settings
+        self.control = RuntimeControl(settings)
+        self.leases = LeaseManager(
+            pool,
+            self.statements,
+            settings.lease,
+            [Role.SIGNAL_MASTER, Role.SWEEP_MASTER],
+            holder_id=holder_id,
+        )
+        args = (pool, self.statements, settings, app.reactors, self.control, self.leases)
+        self.processor = SignalProcessor(*args)
+        self.sweeps = SweepScheduler(*args)
+
+    async def holder(self, role: str) -> str | None:
+        """Who holds ``role`` now, per the database."""
+        async with self.pool.connection() as conn:
+            for row in await fetch_async(conn, self.statements["lease_list"], {}):
+                if row["name"] == role and row["live"]:
+                    holder: str = row["holder"]
+                    return holder
+        return None
+
+    async def require(self, role: str) -> None:
+        """Raise :class:`NotLeaderError` (naming the holder) unless this process holds
+        ``role``: a setter read only by the lease holder would otherwise change nothing
+        while reporting success."""
+        if not self.leases.holds(role):
+            raise NotLeaderError(role, await self.holder(role))
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Heartbeat the leases, process signals and run due sweeps until ``stop``."""
+        processor = self.settings.processor
+        await asyncio.gather(
+            self.leases.run(stop),
+            run_periodically(
+                self.processor.run_once,
+                interval=processor.poll_interval,
+                stop=stop,
+                log=log,
+                name="signal processor pass",
+            ),
+            run_periodically(
+                self.sweeps.run_once,
+                interval=SWEEP_TICK,
+                jitter=0.0,
+                stop=stop,
+                log=log,
+                name="sweep check",
+            ),
+        )
