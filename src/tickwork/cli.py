@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import importlib
 import sys
 from collections.abc import Callable
@@ -50,6 +51,15 @@ def load_app(path: str | None) -> App:
     if not isinstance(found, App):
         raise typer.BadParameter(f"--app ({path!r}): {attribute!r} is not a tickwork App")
     return found
+
+
+def cli_actor() -> str:
+    """How the audit trail names an operator acting through the command line."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name in the environment nor the password database
+        user = "unknown"
+    return f"cli:{user}"
 
 
 @cli.command()
@@ -283,11 +293,12 @@ def schedules_list(app: AppOption = None) -> None:
 def _schedule_change(app: str | None, name: str, change: str) -> None:
     logs.configure("ERROR")
     the_app = load_app(app)
+    actor = cli_actor()
     actions = {
-        "paused": lambda: the_app.pause_schedule(name),
-        "resumed": lambda: the_app.pause_schedule(name, paused=False),
-        "enabled": lambda: the_app.enable_schedule(name),
-        "disabled": lambda: the_app.enable_schedule(name, enabled=False),
+        "paused": lambda: the_app.pause_schedule(name, actor=actor),
+        "resumed": lambda: the_app.pause_schedule(name, paused=False, actor=actor),
+        "enabled": lambda: the_app.enable_schedule(name, actor=actor),
+        "disabled": lambda: the_app.enable_schedule(name, enabled=False, actor=actor),
     }
     actions[change]()
     typer.echo(f"{change} {name}")
@@ -321,8 +332,13 @@ def schedules_disable(name: str, app: AppOption = None) -> None:
 def schedules_trigger(name: str, app: AppOption = None) -> None:
     """Enqueue one job of the schedule now."""
     logs.configure("ERROR")
-    job = load_app(app).trigger_schedule(name, actor="cli")
+    job = load_app(app).trigger_schedule(name, actor=cli_actor())
     typer.echo(f"enqueued job {job.id} for {name}")
+
+
+# The operator commands (users, jobs, queues) live in their own module; importing it
+# registers them on `cli`. It imports this module, hence the import at the end.
+from tickwork import cli_control  # noqa: E402, F401
 
 
 def main() -> None:
