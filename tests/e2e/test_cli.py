@@ -32,6 +32,8 @@ def test_demo_settles_every_job_and_prints_a_summary(db_env: dict[str, str]) -> 
         assert expected in done.stdout
     assert "job.cancel_requested" in done.stdout  # the deferred cancel of a running job
     assert "schedule demo-heartbeat" in done.stdout  # the schedule fired
+    assert "1 signal (19 squashed into" in " ".join(done.stdout.split())  # signals squashed
+    assert "reactor demo-recalc handled signal" in " ".join(done.stdout.split())
 
 
 def test_migrate_is_idempotent_and_doctor_reports(db_env: dict[str, str]) -> None:
