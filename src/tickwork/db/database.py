@@ -41,6 +41,14 @@ async def fetch_async(
         return list(await cur.fetchall()) if cur.description is not None else []
 
 
+async def run_named(
+    pool: AsyncConnectionPool[Any], statements: Statements, name: str, params: dict[str, Any]
+) -> list[Row]:
+    """Run the named statement on a pooled connection (its own transaction)."""
+    async with pool.connection() as conn:
+        return await fetch_async(conn, statements[name], params)
+
+
 class Database:
     """Where tickwork's data lives, and the pools to reach it."""
 

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.db.database import Row, fetch_async
+from tickwork.db.database import run_named
 from tickwork.db.statements import Statements
 from tickwork.errors import InvalidInput
 from tickwork.queue import rows as decode
@@ -156,13 +156,6 @@ def check_limit(limit: int) -> int:
     return limit
 
 
-async def _fetch(
-    pool: AsyncConnectionPool[Any], statements: Statements, name: str, params: dict[str, Any]
-) -> list[Row]:
-    async with pool.connection() as conn:
-        return await fetch_async(conn, statements[name], params)
-
-
 async def _filter_params(
     pool: AsyncConnectionPool[Any], statements: Statements, where: JobFilter
 ) -> dict[str, Any] | None:
@@ -170,7 +163,7 @@ async def _filter_params(
     (so nothing can match)."""
     schedule_id = None
     if where.schedule is not None:
-        found = await _fetch(pool, statements, "schedule_get", {"name": where.schedule})
+        found = await run_named(pool, statements, "schedule_get", {"name": where.schedule})
         if not found:
             return None
         schedule_id = found[0]["id"]
@@ -198,7 +191,7 @@ async def list_jobs(
     params = await _filter_params(pool, statements, where)
     if params is None:
         return Page([], None)
-    found = await _fetch(
+    found = await run_named(
         pool, statements, "job_list", params | {"limit": check_limit(limit), "before_id": before_id}
     )
     jobs = [decode.job(r) for r in found]
@@ -219,7 +212,7 @@ async def bulk(
     params = await _filter_params(pool, statements, where)
     if params is None:
         return BulkResult(0, [])
-    found = await _fetch(
+    found = await run_named(
         pool, statements, "job_list", params | {"limit": MAX_BULK + 1, "before_id": None}
     )
     if len(found) > MAX_BULK:
@@ -242,7 +235,7 @@ async def act(
 ) -> dict[int, str | None]:
     """Retry or cancel these jobs in one statement. For each job found: its new state, or
     None when the operation does not apply to its state (missing ids are left out)."""
-    found = await _fetch(
+    found = await run_named(
         pool, statements, OPERATIONS[operation], {"job_ids": job_ids, "actor": actor}
     )
     return {r["id"]: r["state"] for r in found}
@@ -252,13 +245,13 @@ async def executions(
     pool: AsyncConnectionPool[Any], statements: Statements, job_id: int
 ) -> list[Execution]:
     """Every attempt of a job, oldest first."""
-    found = await _fetch(pool, statements, "execution_list_for_job", {"job_id": job_id})
+    found = await run_named(pool, statements, "execution_list_for_job", {"job_id": job_id})
     return [decode.execution(r) for r in found]
 
 
 async def queue_stats(pool: AsyncConnectionPool[Any], statements: Statements) -> list[QueueStats]:
     """Every queue that holds jobs or has a stored pause state."""
-    found = await _fetch(pool, statements, "queue_stats", {"window": THROUGHPUT_WINDOW})
+    found = await run_named(pool, statements, "queue_stats", {"window": THROUGHPUT_WINDOW})
     return [
         QueueStats(
             name=r["name"],
@@ -283,14 +276,14 @@ async def set_queue_paused(
 ) -> None:
     """Pause or resume a queue; the state is stored, so it survives restarts."""
     check_queue(name)
-    await _fetch(
+    await run_named(
         pool, statements, "queue_set_paused", {"name": name, "paused": paused, "actor": actor}
     )
 
 
 async def list_workers(pool: AsyncConnectionPool[Any], statements: Statements) -> list[WorkerInfo]:
     """Worker processes that are running now."""
-    found = await _fetch(pool, statements, "worker_list", {"stale_after": WORKER_STALE_AFTER})
+    found = await run_named(pool, statements, "worker_list", {"stale_after": WORKER_STALE_AFTER})
     return [
         WorkerInfo(
             id=r["id"],

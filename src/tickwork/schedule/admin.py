@@ -9,7 +9,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.db.database import Row, fetch_async
+from tickwork.db.database import run_named
 from tickwork.db.statements import Statements
 from tickwork.errors import ConflictError, NotFoundError
 from tickwork.queue.enqueue import check_priority, check_queue, encode_args
@@ -23,13 +23,6 @@ FIELDS = (
     "task", "args", "cron", "timezone", "queue", "priority", "misfire", "misfire_limit",
     "overlap", "enabled",
 )  # fmt: skip
-
-
-async def _fetch(
-    pool: AsyncConnectionPool[Any], statements: Statements, name: str, params: dict[str, Any]
-) -> list[Row]:
-    async with pool.connection() as conn:
-        return await fetch_async(conn, statements[name], params)
 
 
 def _checked(definition: Mapping[str, Any], check_task: CheckTask) -> tuple[dict[str, Any], Any]:
@@ -47,7 +40,7 @@ def _checked(definition: Mapping[str, Any], check_task: CheckTask) -> tuple[dict
 
 async def get(pool: AsyncConnectionPool[Any], statements: Statements, name: str) -> StoredSchedule:
     """One stored schedule."""
-    found = await _fetch(pool, statements, "schedule_get", {"name": name})
+    found = await run_named(pool, statements, "schedule_get", {"name": name})
     if not found:
         raise NotFoundError("schedule", name)
     return StoredSchedule.from_row(found[0])
@@ -55,7 +48,9 @@ async def get(pool: AsyncConnectionPool[Any], statements: Statements, name: str)
 
 async def list_all(pool: AsyncConnectionPool[Any], statements: Statements) -> list[StoredSchedule]:
     """Every stored schedule, by name."""
-    return [StoredSchedule.from_row(r) for r in await _fetch(pool, statements, "schedule_list", {})]
+    return [
+        StoredSchedule.from_row(r) for r in await run_named(pool, statements, "schedule_list", {})
+    ]
 
 
 async def create(
@@ -68,9 +63,9 @@ async def create(
 ) -> StoredSchedule:
     """Store a new schedule; its first fire time is the first after the database's now."""
     params, cron = _checked(definition, check_task)
-    now = (await _fetch(pool, statements, "schedule_now", {}))[0]["now"]
+    now = (await run_named(pool, statements, "schedule_now", {}))[0]["now"]
     params |= {"name": definition["name"], "next_run_at": cron.next_after(now), "actor": actor}
-    found = await _fetch(pool, statements, "schedule_create", params)
+    found = await run_named(pool, statements, "schedule_create", params)
     if not found:
         raise ConflictError(f"schedule {definition['name']!r} already exists")
     return StoredSchedule.from_row(found[0])
@@ -94,14 +89,14 @@ async def edit(
         )
     merged = {field: getattr(current, field) for field in FIELDS} | dict(changes)
     params, cron = _checked(merged, check_task)
-    now = (await _fetch(pool, statements, "schedule_now", {}))[0]["now"]
+    now = (await run_named(pool, statements, "schedule_now", {}))[0]["now"]
     params |= {
         "name": name,
         "next_run_at": cron.next_after(now),
         "actor": actor,
         "changes": json.dumps({"fields": sorted(changes)}),
     }
-    found = await _fetch(pool, statements, "schedule_edit", params)
+    found = await run_named(pool, statements, "schedule_edit", params)
     if not found:  # deleted, or its origin changed, since it was read
         raise NotFoundError("schedule", name)
     return StoredSchedule.from_row(found[0])
@@ -114,5 +109,5 @@ async def delete(
     current = await get(pool, statements, name)
     if current.origin != "api":
         raise ConflictError(f"schedule {name!r} is defined in code; remove it there")
-    if not await _fetch(pool, statements, "schedule_delete", {"name": name, "actor": actor}):
+    if not await run_named(pool, statements, "schedule_delete", {"name": name, "actor": actor}):
         raise NotFoundError("schedule", name)

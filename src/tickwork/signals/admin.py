@@ -11,7 +11,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.control import RuntimeControl, Tiered
-from tickwork.db.database import Row, fetch_async
+from tickwork.db.database import run_named
 from tickwork.db.statements import Statements
 from tickwork.errors import InvalidInput, NotFoundError, SignalSupersededError
 from tickwork.queue.admin import DEFAULT_PAGE, Page, check_limit, check_range
@@ -97,18 +97,11 @@ class ReactorView:
     last_sweep: dict[str, Any] | None
 
 
-async def _fetch(
-    pool: AsyncConnectionPool[Any], statements: Statements, name: str, params: dict[str, Any]
-) -> list[Row]:
-    async with pool.connection() as conn:
-        return await fetch_async(conn, statements[name], params)
-
-
 async def known_types(
     pool: AsyncConnectionPool[Any], statements: Statements, reactors: Reactors
 ) -> set[str]:
     """Signal types a reactor handles or a stored signal carries."""
-    stored = {r["signal_type"] for r in await _fetch(pool, statements, "signal_stats", {})}
+    stored = {r["signal_type"] for r in await run_named(pool, statements, "signal_stats", {})}
     return stored | {t for r in reactors for t in r.handles}
 
 
@@ -131,7 +124,7 @@ async def list_signals(
         "limit": check_limit(limit),
         "before_id": before_id,
     }
-    signals = [Signal.from_row(r) for r in await _fetch(pool, statements, "signal_list", params)]
+    signals = [Signal.from_row(r) for r in await run_named(pool, statements, "signal_list", params)]
     return Page(signals, signals[-1].id if len(signals) == limit else None)
 
 
@@ -139,10 +132,10 @@ async def get_signal(
     pool: AsyncConnectionPool[Any], statements: Statements, signal_id: int
 ) -> SignalDetail:
     """One signal and its per-reactor delivery."""
-    found = await _fetch(pool, statements, "signal_get", {"signal_id": signal_id})
+    found = await run_named(pool, statements, "signal_get", {"signal_id": signal_id})
     if not found:
         raise NotFoundError("signal", signal_id)
-    deliveries = await _fetch(pool, statements, "signal_deliveries", {"signal_id": signal_id})
+    deliveries = await run_named(pool, statements, "signal_deliveries", {"signal_id": signal_id})
     return SignalDetail(Signal.from_row(found[0]), [Delivery.from_row(r) for r in deliveries])
 
 
@@ -150,7 +143,7 @@ async def stats(pool: AsyncConnectionPool[Any], statements: Statements) -> list[
     """Counts by status and type."""
     return [
         StatsRow(SignalStatus(r["status"]), r["signal_type"], r["n"], r["oldest_created_at"])
-        for r in await _fetch(pool, statements, "signal_stats", {})
+        for r in await run_named(pool, statements, "signal_stats", {})
     ]
 
 
@@ -161,7 +154,7 @@ async def stuck(
     if older_than <= 0:
         raise InvalidInput("older_than", older_than, "must be a positive number of seconds")
     params = {"older_than": older_than, "limit": check_limit(limit)}
-    return [Signal.from_row(r) for r in await _fetch(pool, statements, "signal_stuck", params)]
+    return [Signal.from_row(r) for r in await run_named(pool, statements, "signal_stuck", params)]
 
 
 async def retry(
@@ -170,10 +163,10 @@ async def retry(
     """A DEAD signal back to PENDING (its completed reactors are not run again)."""
     params = {"signal_id": signal_id, "actor": actor}
     try:
-        found = await _fetch(pool, statements, "signal_retry", params)
+        found = await run_named(pool, statements, "signal_retry", params)
     except psycopg.errors.UniqueViolation:
         # A fresher PENDING signal of the same key appeared during the statement.
-        found = await _fetch(pool, statements, "signal_retry", params)
+        found = await run_named(pool, statements, "signal_retry", params)
     if not found:
         raise NotFoundError("signal", signal_id)
     row = found[0]
@@ -190,7 +183,7 @@ async def cancel(
     pool: AsyncConnectionPool[Any], statements: Statements, signal_id: int, actor: str
 ) -> Signal:
     """A PENDING signal COMPLETED without processing."""
-    found = await _fetch(
+    found = await run_named(
         pool, statements, "signal_cancel", {"signal_id": signal_id, "actor": actor}
     )
     if not found:
@@ -213,7 +206,7 @@ async def reactors_view(
 ) -> list[ReactorView]:
     """Every registered reactor: handled types, sweep cron, last sweep, and the config,
     runtime and effective values of enabled, dry-run and the organisation set."""
-    last = {r["reactor_name"]: r for r in await _fetch(pool, statements, "sweep_run_latest", {})}
+    last = {r["reactor_name"]: r for r in await run_named(pool, statements, "sweep_run_latest", {})}
     views = []
     for reactor in reactors:
         switches = control.reactor(reactor.name)

@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
-
-from psycopg_pool import AsyncConnectionPool
 
 from tickwork import metrics
-from tickwork.config import SignalSettings
 from tickwork.control import RuntimeControl
 from tickwork.db.database import fetch_async
-from tickwork.db.statements import Statements
-from tickwork.leases import LeaseManager, Role
-from tickwork.signals.reactor import Reactor, Reactors
+from tickwork.leases import Role
+from tickwork.signals.reactor import Reactor
+from tickwork.signals.service import SignalService
 from tickwork.signals.types import DeliveryStatus, ReactorContext, Signal, SignalStatus
 
 log = logging.getLogger("tickwork.signals")
@@ -74,24 +70,9 @@ def skip_reason(reactor: Reactor, signal: Signal, control: RuntimeControl) -> st
     return None
 
 
-class SignalProcessor:
+@dataclass
+class SignalProcessor(SignalService):
     """Processes matured signals a batch at a time."""
-
-    def __init__(
-        self,
-        pool: AsyncConnectionPool[Any],
-        statements: Statements,
-        settings: SignalSettings,
-        reactors: Reactors,
-        control: RuntimeControl,
-        leases: LeaseManager,
-    ) -> None:
-        self.pool = pool
-        self.statements = statements
-        self.settings = settings
-        self.reactors = reactors
-        self.control = control
-        self.leases = leases
 
     def active(self) -> bool:
         """Master switch, lease and runtime switch all say go."""

@@ -8,21 +8,16 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
-
-from psycopg_pool import AsyncConnectionPool
 
 from tickwork import metrics
-from tickwork.config import SignalSettings
-from tickwork.control import RuntimeControl
 from tickwork.db.database import fetch_async
-from tickwork.db.statements import Statements
 from tickwork.errors import NotFoundError, NotLeaderError
-from tickwork.leases import LeaseManager, Role
+from tickwork.leases import Role
 from tickwork.schedule.cron import CronSchedule
-from tickwork.signals.reactor import Reactor, Reactors
+from tickwork.signals.reactor import Reactor
+from tickwork.signals.service import SignalService
 from tickwork.signals.types import ReactorContext
 
 log = logging.getLogger("tickwork.sweeps")
@@ -42,25 +37,12 @@ class SweepRun:
     """Its ``sweep_runs`` row (None when skipped)."""
 
 
-class SweepScheduler:
+@dataclass
+class SweepScheduler(SignalService):
     """Runs due sweeps (``run_once``) and manual triggers."""
 
-    def __init__(
-        self,
-        pool: AsyncConnectionPool[Any],
-        statements: Statements,
-        settings: SignalSettings,
-        reactors: Reactors,
-        control: RuntimeControl,
-        leases: LeaseManager,
-    ) -> None:
-        self.pool = pool
-        self.statements = statements
-        self.settings = settings
-        self.reactors = reactors
-        self.control = control
-        self.leases = leases
-        self._next: dict[str, datetime] = {}
+    _next: dict[str, datetime] = field(default_factory=dict, init=False)
+    """Each reactor's next fire time (learnt on this holder's first pass)."""
 
     def cron(self, reactor: Reactor) -> CronSchedule | None:
         """The reactor's effective sweep schedule (configuration overrides code)."""
