@@ -338,7 +338,7 @@ def schedules_trigger(name: str, app: AppOption = None) -> None:
 
 # The operator commands (users, jobs, queues) live in their own module; importing it
 # registers them on `cli`. It imports this module, hence the import at the end.
-from tickwork import cli_control  # noqa: E402, F401
+from tickwork import cli_control, cli_signals  # noqa: E402, F401
 
 
 def main() -> None:
