@@ -18,6 +18,9 @@ from tickwork.db.statements import Statements
 from tickwork.errors import InvalidInput, NotFoundError
 
 VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
+MAX_SECONDS = 100 * 365 * 86400.0
+"""The longest duration a setting may hold (100 years): far longer overflows the database's
+timestamps when a retention pass subtracts it from now."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +36,14 @@ class Known:
         return getattr(getattr(settings, section), name)
 
     def check(self, key: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise InvalidInput(key, value, "must be a positive number of seconds")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value <= MAX_SECONDS  # NaN and Infinity (JSON bodies may carry them) fail
+        ):
+            raise InvalidInput(
+                key, value, f"must be a positive number of seconds, at most {MAX_SECONDS:.0f}"
+            )
         return float(value)
 
 

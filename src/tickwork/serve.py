@@ -1,9 +1,10 @@
 """``tickwork serve``: one process runs the API and the background services.
 
 Roles choose what runs: ``api`` (the REST API), ``executor`` (claims and runs jobs),
-``scheduler``, ``watchdog`` and ``retention``. Singletons are gated by leases in the database
-and everything they do is idempotent, so any number of ``serve`` processes may share one
-database. SIGTERM (or SIGINT) stops the API, drains the executor and exits.
+``scheduler``, ``watchdog``, ``retention`` and ``signals`` (the signal processor and the
+sweeps, behind the SIGNAL_MASTER and SWEEP_MASTER leases). Singletons are gated by leases
+in the database and everything they do is idempotent, so any number of ``serve``
+processes may share one database. SIGTERM (or SIGINT) stops the API, drains the executor and exits.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tickwork.serve")
 
-ROLES = ("api", "executor", "scheduler", "watchdog", "retention")
+ROLES = ("api", "executor", "scheduler", "watchdog", "retention", "signals")
 """Everything ``serve`` can run; all of it by default."""
 
 
@@ -111,6 +112,16 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
         )
         running.append(asyncio.create_task(worker.run(), name="tickwork-worker"))
 
+    signal_runtime = None
+    signals_stop = asyncio.Event()
+    if "signals" in options.roles:
+        from tickwork.signals.runtime import SignalRuntime
+
+        signal_runtime = SignalRuntime(app, pool)
+        running.append(
+            asyncio.create_task(signal_runtime.run(signals_stop), name="tickwork-signals")
+        )
+
     server = None
     if "api" in options.roles:
         from tickwork.api import create_api
@@ -133,7 +144,7 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
         host = options.host or app.settings.api.host
         port = options.port if options.port is not None else app.settings.api.port
         config = uvicorn.Config(
-            create_api(app, auth, pool),
+            create_api(app, auth, pool, signal_runtime),
             host=host,
             port=port,
             log_config=None,
@@ -154,6 +165,7 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
         server.should_exit = True
     if worker is not None:
         worker.request_stop()
+    signals_stop.set()
     await asyncio.gather(*running, return_exceptions=True)
     stopper.cancel()
     await app.db.aclose()

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from tickwork import App
 from tickwork.api import create_api
 from tickwork.auth import AuthService, Role
+from tickwork.signals.runtime import SignalRuntime
 
 PASSWORD = "correct horse battery staple"
 BASE_URL = "http://testserver"
@@ -40,11 +41,11 @@ def email(role: Role) -> str:
     return f"{role.name.lower()}@example.com"
 
 
-async def start_api(app: App) -> AsyncIterator[Api]:
+async def start_api(app: App, signals: SignalRuntime | None = None) -> AsyncIterator[Api]:
     pool = await app.db.async_pool()
     auth = AuthService(pool, app.db.statements, app.settings.auth)
     await auth.start()
-    api = create_api(app, auth, pool)
+    api = create_api(app, auth, pool, signals)
     transport = httpx.ASGITransport(app=api)
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
         found = Api(app, api, auth, client)

@@ -23,6 +23,7 @@ PATH_VALUES = {
     "invite_id": "987654321",
     "token_id": "987654321",
     "key": "no.such.setting",
+    "signal_id": "987654321",
 }
 
 

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Depends, FastAPI
 
 from tickwork.api import identity, jobs, schedules, system
+from tickwork.api import signals as signal_routes
+from tickwork.api.inputs import refuse_unstorable_parameters
 from tickwork.api.problems import RESPONSES, install
 from tickwork.api.schemas import Problem
 from tickwork.api.security import Services, authorize, check_table
@@ -20,11 +22,17 @@ if TYPE_CHECKING:
 
     from tickwork.app import App
     from tickwork.auth import AuthService
+    from tickwork.signals.runtime import SignalRuntime
 
 __all__ = ["create_api"]
 
 
-def create_api(app: App, auth: AuthService, pool: AsyncConnectionPool[Any]) -> FastAPI:
+def create_api(
+    app: App,
+    auth: AuthService,
+    pool: AsyncConnectionPool[Any],
+    signals: SignalRuntime | None = None,
+) -> FastAPI:
     """The API of ``app``: every route authorised by the route table, errors as problems."""
     api = FastAPI(
         title="tickwork",
@@ -33,11 +41,11 @@ def create_api(app: App, auth: AuthService, pool: AsyncConnectionPool[Any]) -> F
         openapi_url="/api/openapi.json",
         docs_url="/api/docs",
         redoc_url=None,
-        dependencies=[Depends(authorize)],
+        dependencies=[Depends(authorize), Depends(refuse_unstorable_parameters)],
         responses=RESPONSES,
     )
-    api.state.services = Services(app, auth, pool)
-    for module in (identity, jobs, schedules, system):
+    api.state.services = Services(app, auth, pool, signals)
+    for module in (identity, jobs, schedules, system, signal_routes):
         api.include_router(module.router)
     install(api)
     check_table(api)

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Request, Response
 
+from tickwork.api.inputs import IdPath
+from tickwork.api.problems import THROTTLED
 from tickwork.api.schemas import (
     AcceptIn,
     ApiTokenCreatedOut,
@@ -97,7 +99,7 @@ def _presented(body: RefreshIn | None, request: Request, svc: Services) -> tuple
     return token, True
 
 
-@router.post("/api/auth/login", response_model=TokenOut, tags=["auth"])
+@router.post("/api/auth/login", response_model=TokenOut, tags=["auth"], responses=THROTTLED)
 async def login(body: LoginIn, request: Request, response: Response, svc: Svc) -> dict[str, Any]:
     """Email and password for a short-lived access token and a refresh token. Unknown emails
     and wrong passwords answer alike; repeated failures are throttled (429)."""
@@ -158,7 +160,7 @@ async def create_api_token(body: ApiTokenIn, svc: Svc, who: Caller) -> dict[str,
 
 
 @router.delete("/api/me/tokens/{token_id}", status_code=204, tags=["me"])
-async def revoke_api_token(token_id: int, svc: Svc, who: Caller) -> Response:
+async def revoke_api_token(token_id: IdPath, svc: Svc, who: Caller) -> Response:
     """Revoke one of the caller's API tokens."""
     await svc.auth.revoke_api_token(who.user_id, token_id)
     return Response(status_code=204)
@@ -171,7 +173,7 @@ async def list_users(svc: Svc) -> Any:
 
 
 @router.patch("/api/users/{user_id}", response_model=UserOut, tags=["users"])
-async def edit_user(user_id: int, body: UserEditIn, svc: Svc, who: Caller) -> Any:
+async def edit_user(user_id: IdPath, body: UserEditIn, svc: Svc, who: Caller) -> Any:
     """Change a user's role or disable them; either revokes their refresh tokens at once."""
     user = await svc.auth.get_user(user_id)
     if body.role is not None:
@@ -195,7 +197,7 @@ async def create_invite(body: InviteIn, svc: Svc, who: Caller) -> dict[str, Any]
 
 
 @router.delete("/api/invites/{invite_id}", status_code=204, tags=["users"])
-async def revoke_invite(invite_id: int, svc: Svc, who: Caller) -> Response:
+async def revoke_invite(invite_id: IdPath, svc: Svc, who: Caller) -> Response:
     """Revoke an invite that was not accepted yet."""
     await svc.auth.revoke_invite(invite_id, who.actor)
     return Response(status_code=204)

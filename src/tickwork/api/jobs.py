@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from tickwork.api.inputs import CursorQuery, IdPath
 from tickwork.api.schemas import (
     BulkOut,
     EnqueueIn,
@@ -43,7 +44,7 @@ async def list_jobs(
     finished_from: datetime | None = None,
     finished_to: datetime | None = None,
     limit: Annotated[int, Query(ge=1, le=admin.MAX_PAGE)] = admin.DEFAULT_PAGE,
-    before_id: Annotated[int | None, Query(ge=1)] = None,
+    before_id: CursorQuery = None,
 ) -> admin.Page:
     """Jobs, newest first. Unknown filter values are refused (400), never ignored."""
     where = JobFilter.parse(
@@ -109,7 +110,7 @@ async def bulk_cancel(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkRes
 
 
 @router.get("/api/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"])
-async def get_job(job_id: int, svc: Svc) -> dict[str, object]:
+async def get_job(job_id: IdPath, svc: Svc) -> dict[str, object]:
     """One job with every attempt (worker, lease, timings, error)."""
     job = await svc.app.get_job_async(job_id)
     executions = await admin.executions(svc.pool, svc.statements, job_id)
@@ -127,13 +128,13 @@ async def _act(svc: Services, operation: str, job_id: int, who: Principal) -> ob
 
 
 @router.post("/api/jobs/{job_id}/retry", response_model=JobOut, tags=["jobs"])
-async def retry(job_id: int, svc: Svc, who: Caller) -> object:
+async def retry(job_id: IdPath, svc: Svc, who: Caller) -> object:
     """Send a DEAD_LETTER or FAILED job back to PENDING now."""
     return await _act(svc, "retry", job_id, who)
 
 
 @router.post("/api/jobs/{job_id}/cancel", response_model=JobOut, tags=["jobs"])
-async def cancel(job_id: int, svc: Svc, who: Caller) -> object:
+async def cancel(job_id: IdPath, svc: Svc, who: Caller) -> object:
     """Cancel a pending job at once; a running one when its attempt completes."""
     return await _act(svc, "cancel", job_id, who)
 

@@ -21,8 +21,10 @@ from tickwork.errors import (
     JobStateError,
     LoginThrottled,
     NotFoundError,
+    NotLeaderError,
     PermissionDenied,
     ScheduleError,
+    SignalSupersededError,
     TickworkError,
 )
 
@@ -40,6 +42,7 @@ STATUS: list[tuple[type[Exception], int, str]] = [
     (PermissionDenied, 403, "Forbidden"),
     (JobNotFoundError, 404, "Not found"),
     (NotFoundError, 404, "Not found"),
+    (NotLeaderError, 409, "Ask the lease holder"),
     (JobStateError, 409, "Conflict with the current state"),
     (ConflictError, 409, "Conflict with the current state"),
     (EnqueueError, 400, "Invalid input"),
@@ -51,27 +54,43 @@ STATUS: list[tuple[type[Exception], int, str]] = [
 
 
 def problem(
-    status: int, title: str, detail: str, field: str | None = None, **headers: str
+    status: int,
+    title: str,
+    detail: str,
+    field: str | None = None,
+    extensions: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status}
     body["detail"] = detail
     if field is not None:
         body["field"] = field
+    body |= extensions or {}
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers or None)
+
+
+def _extensions(exc: TickworkError) -> dict[str, Any]:
+    """Problem extension members some errors carry (RFC 9457 section 3.2)."""
+    if isinstance(exc, SignalSupersededError):
+        return {"supersededByPendingId": exc.superseded_by}
+    if isinstance(exc, NotLeaderError):
+        return {"lease": exc.role, "holder": exc.holder}
+    return {}
 
 
 def _for(exc: TickworkError) -> JSONResponse:
     for kind, status, title in STATUS:
         if isinstance(exc, kind):
-            headers = {}
+            headers: dict[str, str] = {}
             if isinstance(exc, AuthError) and not isinstance(exc, LoginThrottled):
                 headers["WWW-Authenticate"] = "Bearer"
             if isinstance(exc, LoginThrottled):
                 headers["Retry-After"] = str(max(1, round(exc.retry_after)))
             if isinstance(exc, DatabaseError):
                 log.error("database error in a request", extra={"error": str(exc)})
-                return problem(status, title, "the database could not be reached", **headers)
-            return problem(status, title, str(exc), getattr(exc, "field", None), **headers)
+                return problem(status, title, "the database could not be reached", headers=headers)
+            field = getattr(exc, "field", None)
+            return problem(status, title, str(exc), field, _extensions(exc), headers)
     log.exception("unexpected tickwork error", exc_info=exc)
     return problem(500, "Internal error", "the server failed; the log has the details")
 
@@ -125,3 +144,17 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     )
 }
 """The problem responses every route may give, for the OpenAPI document."""
+
+THROTTLED: dict[int | str, dict[str, Any]] = {
+    429: {
+        "description": "Too many failed logins",
+        "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        "headers": {
+            "Retry-After": {
+                "description": "seconds until a login is accepted again",
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        },
+    }
+}
+"""The extra response of the routes that throttle failed logins."""

@@ -7,7 +7,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from tickwork.api.inputs import unstorable
+from tickwork.auth.tokens import MAX_API_TOKEN_TTL
 
 
 def _by_name(value: Any) -> Any:
@@ -26,7 +30,20 @@ class Model(BaseModel):
 
 
 class Request(BaseModel):
+    """A request body: unknown fields and text PostgreSQL cannot store are refused (422)."""
+
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _storable(cls, value: Any, info: ValidationInfo) -> Any:
+        field = info.field_name or "body"
+        found = unstorable(value, field)
+        if found is not None:  # names the place, not the value: it may be a password
+            where, reason = found
+            message = reason if where == field else f"{where} {reason}"
+            raise PydanticCustomError("unstorable", message)
+        return value
 
 
 class Problem(Model):
@@ -288,7 +305,9 @@ class AcceptIn(Request):
 class ApiTokenIn(Request):
     name: str = Field(min_length=1, max_length=200)
     role: RoleName | None = Field(None, description="defaults to the owner's role; never above it")
-    expires_in: float | None = Field(None, gt=0, description="seconds; none: no expiry")
+    expires_in: float | None = Field(
+        None, gt=0, le=MAX_API_TOKEN_TTL, description="seconds; none: no expiry"
+    )
 
 
 class ApiTokenOut(Model):

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tickwork.app import App
     from tickwork.auth import AuthService
     from tickwork.db.statements import Statements
+    from tickwork.signals.runtime import SignalRuntime
 
 PUBLIC = None
 """No authentication: login, refresh, logout, accepting an invite, health and metrics."""
@@ -77,6 +78,22 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/variables"): VIEWER,
     ("PUT", "/api/variables/{name}"): ADMIN,
     ("DELETE", "/api/variables/{name}"): ADMIN,
+    # signals and sweeps: ADMIN only (the seed's admin API)
+    ("GET", "/api/admin/signals"): ADMIN,
+    ("GET", "/api/admin/signals/stats"): ADMIN,
+    ("GET", "/api/admin/signals/stuck"): ADMIN,
+    ("GET", "/api/admin/signals/reactors"): ADMIN,
+    ("PUT", "/api/admin/signals/reactors/{name}/enabled"): ADMIN,
+    ("PUT", "/api/admin/signals/reactors/{name}/dry-run"): ADMIN,
+    ("PUT", "/api/admin/signals/reactors/{name}/organisations"): ADMIN,
+    ("POST", "/api/admin/signals/reactors/{name}/sweep"): ADMIN,
+    ("PUT", "/api/admin/signals/processor/enabled"): ADMIN,
+    ("PUT", "/api/admin/signals/sweeps/enabled"): ADMIN,
+    ("GET", "/api/admin/signals/status"): ADMIN,
+    ("GET", "/api/admin/signals/leaders"): ADMIN,
+    ("GET", "/api/admin/signals/{signal_id}"): ADMIN,
+    ("POST", "/api/admin/signals/{signal_id}/retry"): ADMIN,
+    ("POST", "/api/admin/signals/{signal_id}/cancel"): ADMIN,
     # operations
     ("GET", "/healthz"): PUBLIC,
     ("GET", "/readyz"): PUBLIC,
@@ -91,6 +108,8 @@ class Services:
     app: App
     auth: AuthService
     pool: AsyncConnectionPool[Any]
+    signals: SignalRuntime | None = None
+    """This process's signal runtime (None when it does not run the signals role)."""
 
     @property
     def statements(self) -> Statements:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response
 
 from tickwork import appconfig
+from tickwork.api.inputs import CursorQuery
 from tickwork.api.schemas import (
     AuditPage,
     HealthOut,
@@ -56,7 +57,7 @@ async def list_audit(
     occurred_from: Annotated[datetime | None, Query(alias="from")] = None,
     occurred_to: Annotated[datetime | None, Query(alias="to")] = None,
     limit: Annotated[int, Query(ge=1, le=admin.MAX_PAGE)] = admin.DEFAULT_PAGE,
-    before_id: Annotated[int | None, Query(ge=1)] = None,
+    before_id: CursorQuery = None,
 ) -> admin.Page:
     """The audit trail, newest first (OPERATOR and ADMIN only)."""
     where = AuditFilter(actor, event_type, target_type, target_id, occurred_from, occurred_to)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
 import secrets
 import uuid
 from typing import Any
@@ -39,6 +38,7 @@ from tickwork.auth.roles import Role
 from tickwork.auth.tokens import (
     API_TOKEN_PREFIX,
     INVITE_PREFIX,
+    MAX_API_TOKEN_TTL,
     REFRESH_PREFIX,
     issue_access_token,
     new_signing_key,
@@ -556,10 +556,13 @@ class AuthService:
         if expires_in is not None and (
             isinstance(expires_in, bool)
             or not isinstance(expires_in, int | float)
-            or not math.isfinite(expires_in)
-            or expires_in <= 0
+            or not 0 < expires_in <= MAX_API_TOKEN_TTL  # NaN and infinity fail it too
         ):
-            raise InvalidInput("expires_in", expires_in, "must be a positive number of seconds")
+            raise InvalidInput(
+                "expires_in",
+                expires_in,
+                f"must be a positive number of seconds, at most {MAX_API_TOKEN_TTL:.0f}",
+            )
         token = new_token(API_TOKEN_PREFIX)
         async with self.pool.connection() as conn, conn.transaction():
             owner = User.from_row(await self._user_row(conn, user_id))

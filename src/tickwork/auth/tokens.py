@@ -29,6 +29,9 @@ API_TOKEN_PREFIX = "twk_"
 INVITE_PREFIX = "twi_"
 TOKEN_BYTES = 32
 """Random bytes in an opaque token: 256 bits."""
+MAX_API_TOKEN_TTL = 100 * 365 * 86400.0
+"""The longest an API token may be valid, in seconds (100 years: far longer overflows the
+database's timestamps; a token that never expires asks for no expiry instead)."""
 
 
 @dataclass(frozen=True, slots=True)

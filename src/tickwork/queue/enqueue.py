@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -125,6 +125,10 @@ def check_run_at(run_at: Any) -> datetime | None:
         raise EnqueueError("run_at", run_at, "must be a datetime")
     if run_at.tzinfo is None or run_at.utcoffset() is None:
         raise EnqueueError("run_at", run_at, "must be time-zone aware (a naive time is ambiguous)")
+    try:  # stored in UTC, so it must exist in UTC too, or the job could never be read back
+        run_at.astimezone(UTC)
+    except OverflowError:
+        raise EnqueueError("run_at", run_at.isoformat(), "is outside years 1-9999 in UTC") from None
     return run_at
 
 

@@ -1,0 +1,360 @@
+"""Routes: the signals admin API at /api/admin/signals (ADMIN only).
+
+A 409 here is a routing answer, not a failure: the operation is valid but this process does
+not hold the lease it needs (GET /api/admin/signals/leaders names the process that does).
+Runtime overrides are per process and lost on restart.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from tickwork.api.security import Services, caller, services
+from tickwork.auth import Principal
+from tickwork.errors import NotFoundError, NotLeaderError
+from tickwork.leases import Role, leader
+from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE
+from tickwork.signals import admin
+from tickwork.signals.runtime import SignalRuntime
+
+router = APIRouter(prefix="/api/admin/signals", tags=["signals"])
+
+Svc = Annotated[Services, Depends(services)]
+Caller = Annotated[Principal, Depends(caller)]
+
+NOT_LEADER: dict[int | str, dict[str, Any]] = {
+    409: {"description": "This process does not hold the lease (see /leaders)"}
+}
+SUPERSEDED: dict[int | str, dict[str, Any]] = {
+    409: {"description": "A fresher PENDING signal holds the same type and key"}
+}
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SignalOut(Out):
+    id: int
+    signal_type: str
+    entity_type: str | None
+    entity_id: str | None
+    aggregate_key: str | None
+    payload: Any = None
+    organisation_id: str | None
+    status: str
+    created_at: datetime
+    process_after: datetime
+    updated_at: datetime | None
+    claimed_at: datetime | None
+    processed_at: datetime | None
+    error_message: str | None
+    retry_count: int
+    max_retries: int
+    next_retry_at: datetime | None
+
+
+class DeliveryOut(Out):
+    reactor_name: str
+    status: str
+    dry_run: bool
+    processed_at: datetime | None
+    error_message: str | None
+    retry_count: int
+    next_retry_at: datetime | None
+
+
+class SignalDetailOut(Out):
+    signal: SignalOut
+    deliveries: list[DeliveryOut]
+
+
+class SignalPage(Out):
+    items: list[SignalOut]
+    next_cursor: int | None
+
+
+class StatsOut(Out):
+    status: str
+    signal_type: str
+    count: int
+    oldest_created_at: datetime
+
+
+class TieredBool(Out):
+    config: bool
+    override: bool | None
+    effective: bool
+
+
+class TieredSet(Out):
+    config: list[str]
+    override: list[str] | None
+    effective: list[str]
+
+
+class ReactorOut(Out):
+    name: str
+    handles: list[str]
+    sweep_cron: str | None
+    organisation_scoped: bool
+    enabled: TieredBool
+    dry_run: TieredBool
+    organisations: TieredSet
+    last_sweep: dict[str, Any] | None
+
+
+class SweepOut(Out):
+    reactor: str
+    outcome: str
+    dry_run: bool
+    reason: str | None
+    run_id: int | None
+
+
+class SwitchIn(In):
+    enabled: bool | None = Field(description="null: drop the override (back to the config)")
+
+
+class DryRunIn(In):
+    dry_run: bool | None = Field(description="null: drop the override (back to the config)")
+
+
+class OrganisationsIn(In):
+    organisations: list[Annotated[str, Field(min_length=1, max_length=100)]] | None = Field(
+        description="empty: no organisation; null: drop the override (back to the config)"
+    )
+
+
+class LeaderOut(Out):
+    name: str
+    holder: str
+    expires_at: datetime
+    live: bool
+    this_process: bool
+
+
+class StatusOut(Out):
+    enabled: bool
+    processor: TieredBool
+    sweeps: TieredBool
+    holder_id: str | None
+    holds: list[str]
+    counts: dict[str, int]
+    reactors: int
+
+
+def _runtime(svc: Services) -> SignalRuntime:
+    if svc.signals is None:
+        raise NotLeaderError(Role.SIGNAL_MASTER, None)
+    return svc.signals
+
+
+def _bool(t: Any) -> TieredBool:
+    return TieredBool(config=t.config, override=t.override, effective=t.effective)
+
+
+def _set(t: Any) -> TieredSet:
+    return TieredSet(
+        config=sorted(t.config),
+        override=None if t.override is None else sorted(t.override),
+        effective=sorted(t.effective),
+    )
+
+
+def _known(svc: Services, name: str) -> None:
+    if svc.app.reactors.get(name) is None:
+        raise NotFoundError("reactor", name)
+
+
+@router.get("", response_model=SignalPage)
+async def list_signals(
+    svc: Svc,
+    status: Annotated[list[str] | None, Query(description="repeat or comma-separate")] = None,
+    signal_type: str | None = None,
+    aggregate_key: str | None = None,
+    organisation_id: str | None = None,
+    created_from: datetime | None = None,
+    created_to: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    before_id: Annotated[int | None, Query(ge=1)] = None,
+) -> Any:
+    """Signals, newest first; unknown filter values are refused (400)."""
+    known = await admin.known_types(svc.pool, svc.statements, svc.app.reactors)
+    where = admin.SignalFilter.parse(
+        status=status,
+        signal_type=signal_type,
+        aggregate_key=aggregate_key,
+        organisation_id=organisation_id,
+        created_from=created_from,
+        created_to=created_to,
+        known_types=known,
+    )
+    return await admin.list_signals(
+        svc.pool, svc.statements, where, limit=limit, before_id=before_id
+    )
+
+
+@router.get("/stats", response_model=list[StatsOut])
+async def stats(svc: Svc) -> Any:
+    """Counts by status and type, with the oldest signal of each."""
+    return await admin.stats(svc.pool, svc.statements)
+
+
+@router.get("/stuck", response_model=list[SignalOut])
+async def stuck(
+    svc: Svc,
+    older_than: Annotated[float | None, Query(description="seconds; default: stuck_after")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+) -> Any:
+    """Signals PROCESSING beyond the threshold: a hung reactor or a processor that died."""
+    default = svc.app.settings.signals.processor.stuck_after
+    threshold = older_than if older_than is not None else default
+    return await admin.stuck(svc.pool, svc.statements, threshold, limit)
+
+
+@router.get("/reactors", response_model=list[ReactorOut])
+async def reactors(svc: Svc) -> list[ReactorOut]:
+    """Every registered reactor: handled types, sweep cron, last sweep, and the config,
+    runtime and effective enabled flag, dry-run flag and organisation set."""
+    runtime = _runtime(svc)
+    views = await admin.reactors_view(
+        svc.pool, svc.statements, svc.app.reactors, runtime.control, runtime.sweeps
+    )
+    return [
+        ReactorOut(
+            name=v.name,
+            handles=v.handles,
+            sweep_cron=v.sweep_cron,
+            organisation_scoped=v.organisation_scoped,
+            enabled=_bool(v.enabled),
+            dry_run=_bool(v.dry_run),
+            organisations=_set(v.organisations),
+            last_sweep=v.last_sweep,
+        )
+        for v in views
+    ]
+
+
+@router.put("/reactors/{name}/enabled", status_code=204)
+async def set_enabled(name: str, body: SwitchIn, svc: Svc) -> Response:
+    """Runtime toggle of one reactor (this process only, lost on restart)."""
+    _known(svc, name)
+    _runtime(svc).control.set_enabled(name, body.enabled)
+    return Response(status_code=204)
+
+
+@router.put("/reactors/{name}/dry-run", status_code=204, responses=NOT_LEADER)
+async def set_dry_run(name: str, body: DryRunIn, svc: Svc) -> Response:
+    """Runtime dry-run toggle (409 unless this process holds SIGNAL_MASTER)."""
+    _known(svc, name)
+    runtime = _runtime(svc)
+    await runtime.require(Role.SIGNAL_MASTER)
+    runtime.control.set_dry_run(name, body.dry_run)
+    return Response(status_code=204)
+
+
+@router.put("/reactors/{name}/organisations", status_code=204, responses=NOT_LEADER)
+async def set_organisations(name: str, body: OrganisationsIn, svc: Svc) -> Response:
+    """Runtime override of the tenants one reactor may act for; an empty list pins it to
+    none (409 unless this process holds SIGNAL_MASTER)."""
+    _known(svc, name)
+    runtime = _runtime(svc)
+    await runtime.require(Role.SIGNAL_MASTER)
+    chosen = None if body.organisations is None else frozenset(body.organisations)
+    runtime.control.set_organisations(name, chosen)
+    return Response(status_code=204)
+
+
+@router.post("/reactors/{name}/sweep", response_model=SweepOut, responses=NOT_LEADER)
+async def sweep(name: str, svc: Svc) -> Any:
+    """Run one reactor's sweep now: bypasses its schedule, not the SWEEP_MASTER lease."""
+    _known(svc, name)
+    runtime = _runtime(svc)
+    await runtime.require(Role.SWEEP_MASTER)
+    return await runtime.sweeps.trigger(name)
+
+
+@router.put("/processor/enabled", status_code=204)
+async def set_processor(body: SwitchIn, svc: Svc) -> Response:
+    """Framework-level toggle of the signal processor (this process)."""
+    _runtime(svc).control.set_processor(body.enabled)
+    return Response(status_code=204)
+
+
+@router.put("/sweeps/enabled", status_code=204)
+async def set_sweeps(body: SwitchIn, svc: Svc) -> Response:
+    """Framework-level toggle of the sweeps (this process)."""
+    _runtime(svc).control.set_sweeps(body.enabled)
+    return Response(status_code=204)
+
+
+@router.get("/status", response_model=StatusOut)
+async def status(svc: Svc) -> StatusOut:
+    """The whole framework: switches, the leases this process holds, counts by status."""
+    counts: dict[str, int] = {}
+    for row in await admin.stats(svc.pool, svc.statements):
+        counts[row.status.value] = counts.get(row.status.value, 0) + row.count
+    runtime = svc.signals
+    settings = svc.app.settings.signals
+    return StatusOut(
+        enabled=settings.enabled,
+        processor=_bool(runtime.control.processor())
+        if runtime
+        else TieredBool(config=settings.processor.enabled, override=None, effective=False),
+        sweeps=_bool(runtime.control.sweeps())
+        if runtime
+        else TieredBool(config=settings.sweeps_enabled, override=None, effective=False),
+        holder_id=runtime.leases.holder_id if runtime else None,
+        holds=sorted(runtime.leases.held) if runtime else [],
+        counts=counts,
+        reactors=len(svc.app.reactors),
+    )
+
+
+@router.get("/leaders", response_model=list[LeaderOut])
+async def leaders(svc: Svc) -> list[LeaderOut]:
+    """Which process holds SIGNAL_MASTER and SWEEP_MASTER: where to reissue a 409."""
+    from tickwork.db.database import fetch_async
+
+    async with svc.pool.connection() as conn:
+        found = [leader(r) for r in await fetch_async(conn, svc.statements["lease_list"], {})]
+    mine = svc.signals.leases.holder_id if svc.signals else None
+    return [
+        LeaderOut(
+            name=f.name,
+            holder=f.holder,
+            expires_at=f.expires_at,
+            live=f.live,
+            this_process=f.holder == mine,
+        )
+        for f in found
+        if f.name in (Role.SIGNAL_MASTER, Role.SWEEP_MASTER)
+    ]
+
+
+@router.get("/{signal_id}", response_model=SignalDetailOut)
+async def get_signal(signal_id: int, svc: Svc) -> Any:
+    """One signal with its per-reactor delivery (which reactor failed, and why)."""
+    return await admin.get_signal(svc.pool, svc.statements, signal_id)
+
+
+@router.post("/{signal_id}/retry", response_model=SignalOut, responses=SUPERSEDED)
+async def retry(signal_id: int, svc: Svc, who: Caller) -> Any:
+    """Reset a DEAD signal to PENDING. 409 when a fresher PENDING signal holds the same type
+    and key: ``supersededByPendingId`` names it, the work is queued, the DEAD row stays."""
+    return await admin.retry(svc.pool, svc.statements, signal_id, who.actor)
+
+
+@router.post("/{signal_id}/cancel", response_model=SignalOut)
+async def cancel(signal_id: int, svc: Svc, who: Caller) -> Any:
+    """Mark a PENDING signal COMPLETED without processing it."""
+    return await admin.cancel(svc.pool, svc.statements, signal_id, who.actor)
