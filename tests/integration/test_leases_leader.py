@@ -100,6 +100,8 @@ def test_holder_ids_are_unique_per_process_life() -> None:
 def test_ttl_must_exceed_heartbeat_naming_both() -> None:
     with pytest.raises(
         ConfigError,
-        match=r"leases\.ttl \(10\.0s\) must be greater than leases\.heartbeat \(15\.0s\)",
+        match=r"leases: ttl \(10\.0s\) must be greater than heartbeat \(15\.0s\)",
     ):
         load_settings(leases={"ttl": 10, "heartbeat": 15})
+    with pytest.raises(ConfigError, match=r"signals\.lease: ttl \(10\.0s\) must be greater"):
+        load_settings(signals={"lease": {"ttl": 10, "heartbeat": 15}})
