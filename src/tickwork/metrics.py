@@ -4,14 +4,21 @@ by queue and state, lease holders; read at scrape time)."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.database import Row, fetch_async
@@ -23,29 +30,89 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 ENQUEUED = Counter(
     "tickwork_jobs_enqueued", "Jobs enqueued by this process", ["task"], registry=REGISTRY
 )
-FINISHED = Counter(
-    "tickwork_attempts_finished",
-    "Attempts this process ran to an outcome",
-    ["task", "outcome"],
-    registry=REGISTRY,
-)
-DEAD_LETTERED = Counter(
-    "tickwork_jobs_dead_lettered", "Jobs whose last attempt ran here", ["task"], registry=REGISTRY
-)
-DURATION = Histogram(
-    "tickwork_execution_duration_seconds",
-    "Handler run time per attempt",
-    ["task"],
-    registry=REGISTRY,
-    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 1800),
-)
-PICKUP = Histogram(
-    "tickwork_pickup_latency_seconds",
-    "From a job being due (run_at) to its claim, database clock",
-    ["queue"],
-    registry=REGISTRY,
-    buckets=(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 30, 300),
-)
+DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 1800)
+PICKUP_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5, 30, 300)
+
+
+@cache
+def _bounds(buckets: tuple[float, ...]) -> tuple[str, ...]:
+    """Bucket bounds as exposition writes them (``le`` labels), +Inf last."""
+    return tuple(floatToGoString(b) for b in (*buckets, float("inf")))  # type: ignore[no-untyped-call]
+
+
+class _Tally:
+    """Counters and histograms of the attempt path, aggregated without locks.
+
+    Recorded from the worker's event loop only (one thread), per attempt, so they must cost
+    next to nothing: a dict lookup, a bisect and two additions, where prometheus-client's own
+    Histogram takes a lock per bucket. Exposed (by prometheus-client) through
+    :meth:`collect` at scrape time; a scrape may read a count one attempt behind.
+    """
+
+    def __init__(self) -> None:
+        self.finished: dict[tuple[str, str], int] = {}
+        self.dead_lettered: dict[str, int] = {}
+        self.duration: dict[str, list[float]] = {}
+        self.pickup: dict[str, list[float]] = {}
+
+    @staticmethod
+    def _observe(
+        into: dict[str, list[float]], label: str, buckets: tuple[float, ...], value: float
+    ) -> None:
+        row = into.get(label)
+        if row is None:
+            row = into[label] = [0.0] * (len(buckets) + 2)  # buckets, +Inf, sum
+        row[bisect_left(buckets, value)] += 1
+        row[-1] += value
+
+    @staticmethod
+    def _histogram(
+        name: str, doc: str, label: str, buckets: tuple[float, ...], data: dict[str, list[float]]
+    ) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(name, doc, labels=[label])
+        for value, row in sorted(data.items()):
+            cumulative, total = [], 0.0
+            for bound, count in zip(_bounds(buckets), row[:-1], strict=True):
+                total += count
+                cumulative.append((bound, total))
+            family.add_metric([value], cumulative, row[-1])
+        return family
+
+    def collect(self) -> Iterator[Metric]:
+        finished = CounterMetricFamily(
+            "tickwork_attempts_finished",
+            "Attempts this process ran to an outcome",
+            labels=["task", "outcome"],
+        )
+        for (task, outcome), count in sorted(self.finished.items()):
+            finished.add_metric([task, outcome], count)
+        yield finished
+        dead = CounterMetricFamily(
+            "tickwork_jobs_dead_lettered",
+            "Jobs whose last attempt ran in this process",
+            labels=["task"],
+        )
+        for task, count in sorted(self.dead_lettered.items()):
+            dead.add_metric([task], count)
+        yield dead
+        yield self._histogram(
+            "tickwork_execution_duration_seconds",
+            "Handler run time per attempt",
+            "task",
+            DURATION_BUCKETS,
+            self.duration,
+        )
+        yield self._histogram(
+            "tickwork_pickup_latency_seconds",
+            "From a job being due (run_at) to its claim, database clock",
+            "queue",
+            PICKUP_BUCKETS,
+            self.pickup,
+        )
+
+
+TALLY = _Tally()
+REGISTRY.register(TALLY)
 
 
 SIGNALS_EMITTED = Counter(
@@ -83,21 +150,6 @@ def _enqueued(task: str) -> Any:
     return ENQUEUED.labels(task)
 
 
-@cache
-def _finished(task: str, outcome: str) -> Any:
-    return FINISHED.labels(task, outcome)
-
-
-@cache
-def _duration(task: str) -> Any:
-    return DURATION.labels(task)
-
-
-@cache
-def _pickup(queue: str) -> Any:
-    return PICKUP.labels(queue)
-
-
 def enqueued(task: str, count: int = 1) -> None:
     """Count jobs this process enqueued."""
     _enqueued(task).inc(count)
@@ -105,15 +157,16 @@ def enqueued(task: str, count: int = 1) -> None:
 
 def attempt_finished(task: str, outcome: str, seconds: float, dead_lettered: bool) -> None:
     """Count one attempt's outcome (SUCCEEDED, FAILED, ...) and observe its duration."""
-    _finished(task, outcome).inc()
-    _duration(task).observe(seconds)
+    key = (task, outcome)
+    TALLY.finished[key] = TALLY.finished.get(key, 0) + 1
+    TALLY._observe(TALLY.duration, task, DURATION_BUCKETS, seconds)
     if dead_lettered:
-        DEAD_LETTERED.labels(task).inc()
+        TALLY.dead_lettered[task] = TALLY.dead_lettered.get(task, 0) + 1
 
 
 def picked_up(queue: str, seconds: float) -> None:
     """Observe how long a job waited after it was due."""
-    _pickup(queue).observe(max(seconds, 0.0))
+    TALLY._observe(TALLY.pickup, queue, PICKUP_BUCKETS, max(seconds, 0.0))
 
 
 def signal_emitted(signal_type: str, squashed: bool) -> None:
