@@ -117,13 +117,22 @@ RETURNING id, family, expires_at;
 -- Use a refresh token once: mark it used and issue its successor in the same family, in
 -- one statement. The UPDATE locks the row, so of two concurrent rotations the second waits,
 -- re-checks used_at, and gets no row: exactly one wins. No row back means the token is
--- unknown, used, revoked or expired, or its user is disabled.
-WITH used AS (
+-- unknown, used, revoked or expired, or its user is disabled. The owner's row is locked
+-- FOR SHARE first: a password change, role change or disable (which update that row, then
+-- revoke the user's tokens) waits for this rotation and then revokes its successor too, or
+-- runs first and this rotation finds the token revoked (or the user disabled).
+WITH owner AS (
+    SELECT u.id FROM {schema}.users u
+    JOIN {schema}.refresh_tokens t ON t.user_id = u.id
+    WHERE t.token_hash = %(token_hash)s
+    FOR SHARE OF u
+), used AS (
     UPDATE {schema}.refresh_tokens t
     SET used_at = now()
     FROM {schema}.users u
     WHERE t.token_hash = %(token_hash)s
       AND u.id = t.user_id
+      AND u.id = (SELECT id FROM owner)
       AND t.used_at IS NULL         -- a used token presented again is reuse
       AND t.revoked_at IS NULL      -- logout, reuse or a credential change ended the family
       AND t.expires_at > now()      -- an expired token starts nothing
