@@ -15,7 +15,7 @@ from tickwork.api import signals as signal_routes
 from tickwork.api.inputs import refuse_unstorable_parameters
 from tickwork.api.problems import RESPONSES, install
 from tickwork.api.schemas import Problem
-from tickwork.api.security import Services, authorize, check_table
+from tickwork.api.security import PUBLIC, ROUTE_ROLES, Services, authorize, check_table
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -53,6 +53,9 @@ def create_api(
     schema["components"]["schemas"]["Problem"] = Problem.model_json_schema(
         ref_template="#/components/schemas/{model}"
     )
+    for (method, path), role in ROUTE_ROLES.items():
+        if role is PUBLIC:  # the bearer scheme is on every route (authorize); these need none
+            schema["paths"][path][method.lower()]["security"] = []
     return api
 
 

@@ -13,7 +13,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from tickwork.api.inputs import CursorQuery, IdPath
+from tickwork.api.problems import RESPONSES
 from tickwork.api.security import Services, caller, services
+from tickwork.appconfig import MAX_SECONDS
 from tickwork.auth import Principal
 from tickwork.errors import NotFoundError, NotLeaderError
 from tickwork.leases import Role, leader
@@ -26,11 +29,12 @@ router = APIRouter(prefix="/api/admin/signals", tags=["signals"])
 Svc = Annotated[Services, Depends(services)]
 Caller = Annotated[Principal, Depends(caller)]
 
+# The shared 409's problem+json content, with a description of what this 409 means.
 NOT_LEADER: dict[int | str, dict[str, Any]] = {
-    409: {"description": "This process does not hold the lease (see /leaders)"}
+    409: RESPONSES[409] | {"description": "This process does not hold the lease (see /leaders)"}
 }
 SUPERSEDED: dict[int | str, dict[str, Any]] = {
-    409: {"description": "A fresher PENDING signal holds the same type and key"}
+    409: RESPONSES[409] | {"description": "A fresher PENDING signal holds the same type and key"}
 }
 
 
@@ -185,7 +189,7 @@ async def list_signals(
     created_from: datetime | None = None,
     created_to: datetime | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
-    before_id: Annotated[int | None, Query(ge=1)] = None,
+    before_id: CursorQuery = None,
 ) -> Any:
     """Signals, newest first; unknown filter values are refused (400)."""
     known = await admin.known_types(svc.pool, svc.statements, svc.app.reactors)
@@ -212,7 +216,9 @@ async def stats(svc: Svc) -> Any:
 @router.get("/stuck", response_model=list[SignalOut])
 async def stuck(
     svc: Svc,
-    older_than: Annotated[float | None, Query(description="seconds; default: stuck_after")] = None,
+    older_than: Annotated[
+        float | None, Query(le=MAX_SECONDS, description="seconds; default: stuck_after")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
 ) -> Any:
     """Signals PROCESSING beyond the threshold: a hung reactor or a processor that died."""
@@ -342,19 +348,19 @@ async def leaders(svc: Svc) -> list[LeaderOut]:
 
 
 @router.get("/{signal_id}", response_model=SignalDetailOut)
-async def get_signal(signal_id: int, svc: Svc) -> Any:
+async def get_signal(signal_id: IdPath, svc: Svc) -> Any:
     """One signal with its per-reactor delivery (which reactor failed, and why)."""
     return await admin.get_signal(svc.pool, svc.statements, signal_id)
 
 
 @router.post("/{signal_id}/retry", response_model=SignalOut, responses=SUPERSEDED)
-async def retry(signal_id: int, svc: Svc, who: Caller) -> Any:
+async def retry(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     """Reset a DEAD signal to PENDING. 409 when a fresher PENDING signal holds the same type
     and key: ``supersededByPendingId`` names it, the work is queued, the DEAD row stays."""
     return await admin.retry(svc.pool, svc.statements, signal_id, who.actor)
 
 
 @router.post("/{signal_id}/cancel", response_model=SignalOut)
-async def cancel(signal_id: int, svc: Svc, who: Caller) -> Any:
+async def cancel(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     """Mark a PENDING signal COMPLETED without processing it."""
     return await admin.cancel(svc.pool, svc.statements, signal_id, who.actor)
