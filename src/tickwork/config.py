@@ -90,8 +90,8 @@ SIGNAL_RETENTION_REACTOR = "signal-retention"
 SECRET_FIELDS = ("database_url", "secret", "password")
 """A setting whose name contains one of these is never echoed in an error."""
 
-SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}\Z")
+QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}\Z")
 
 
 def default_data_dir() -> Path:

@@ -78,3 +78,13 @@ def test_database_url_never_echoed_in_errors() -> None:
         load_settings(database_url=["postgresql://u:hunter2@db/x"])
     assert "hunter2" not in str(raised.value)
     assert "database_url" in str(raised.value)
+
+
+def test_names_with_a_trailing_newline_are_refused() -> None:
+    """``$`` would match before a final newline; every name pattern anchors with ``\\Z``."""
+    from tickwork.appconfig import VARIABLE_NAME
+    from tickwork.config import QUEUE_NAME, SCHEMA_NAME
+    from tickwork.signals.reactor import REACTOR_NAME, SIGNAL_TYPE
+
+    for pattern in (QUEUE_NAME, SCHEMA_NAME, REACTOR_NAME, SIGNAL_TYPE, VARIABLE_NAME):
+        assert pattern.match("abc") and not pattern.match("abc\n"), pattern.pattern

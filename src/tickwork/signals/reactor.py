@@ -11,8 +11,8 @@ from tickwork.errors import ReactorDefinitionError
 from tickwork.schedule.cron import CronSchedule
 from tickwork.signals.types import ReactorContext, Signal
 
-REACTOR_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}$")
-SIGNAL_TYPE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
+REACTOR_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}\Z")
+SIGNAL_TYPE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}\Z")
 
 
 class Reactor:
