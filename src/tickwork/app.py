@@ -23,6 +23,7 @@ from tickwork.db.database import Database, Row, fetch, fetch_async
 from tickwork.db.migrate import migrate
 from tickwork.errors import (
     DatabaseError,
+    DataRefused,
     EnqueueError,
     JobNotFoundError,
     JobStateError,
@@ -546,6 +547,8 @@ def _count_enqueued(jobs: list[Job]) -> None:
 
 
 def _database_error(exc: psycopg.Error) -> DatabaseError:
+    if isinstance(exc, psycopg.errors.DataError):  # a value it cannot store: the input's fault
+        return DataRefused(f"database refused a value: {exc.diag.message_primary or exc}")
     return DatabaseError(f"database refused the operation: {exc}")
 
 

@@ -17,6 +17,10 @@ class DatabaseError(TickworkError):
     """The database could not be reached or refused an operation."""
 
 
+class DataRefused(DatabaseError, ValueError):
+    """The database refused a value it was given (e.g. text holding a NUL character)."""
+
+
 class MigrationError(DatabaseError):
     """A schema migration could not be applied."""
 

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 
 from tickwork import App, EnqueueError, JobSpec, JobState, UnknownTaskError
+from tickwork.errors import DataRefused
 
 
 @pytest.fixture
@@ -100,6 +101,14 @@ def test_arguments_must_fit_the_handler_and_be_json(tasks: App) -> None:
 def test_refused_enqueue_writes_nothing(tasks: App, sql: psycopg.Connection[Any]) -> None:
     with pytest.raises(EnqueueError):
         tasks.enqueue_many([JobSpec("plain"), JobSpec("plain", priority=1000)])
+    assert sql.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+
+
+def test_a_value_the_database_cannot_store_is_refused_as_input(
+    tasks: App, sql: psycopg.Connection[Any]
+) -> None:
+    with pytest.raises(DataRefused, match="database refused a value"):
+        tasks.enqueue_many([JobSpec("plain", {"n": 1}), JobSpec("plain", {"n": "a\x00b"})])
     assert sql.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
 
 

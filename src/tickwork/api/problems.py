@@ -15,6 +15,7 @@ from tickwork.errors import (
     ConfigError,
     ConflictError,
     DatabaseError,
+    DataRefused,
     EnqueueError,
     InvalidInput,
     JobNotFoundError,
@@ -49,6 +50,7 @@ STATUS: list[tuple[type[Exception], int, str]] = [
     (InvalidInput, 400, "Invalid input"),
     (ScheduleError, 400, "Invalid input"),
     (ConfigError, 400, "Invalid input"),
+    (DataRefused, 400, "Invalid input"),
     (DatabaseError, 503, "Database unavailable"),
 ]
 
