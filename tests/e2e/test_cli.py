@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from .support import tickwork
+
 pytestmark = pytest.mark.e2e
-
-
-def tickwork(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tickwork", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def test_demo_settles_every_job_and_prints_a_summary(db_env: dict[str, str]) -> None:

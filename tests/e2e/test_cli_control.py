@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -18,23 +17,11 @@ from tickwork.cli import cli_actor
 from tickwork.errors import AuthError
 from tickwork.types import AuditEvent, JobState
 
+from .support import tickwork
+
 pytestmark = pytest.mark.e2e
 
 PASSWORD_LINE = "password (shown once; store it now): "
-
-
-def tickwork(
-    env: dict[str, str], *args: str, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tickwork", *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 async def run(

@@ -22,6 +22,8 @@ from tickwork import App
 from tickwork.audit import AuditFilter, list_events
 from tickwork.cli import cli_actor
 
+from .support import tickwork
+
 pytestmark = pytest.mark.e2e
 
 E2E_DIR = Path(__file__).parent
@@ -35,17 +37,6 @@ def with_app_path(env: dict[str, str]) -> dict[str, str]:
     """``env`` with tests/e2e importable, for ``--app signals_app:app``."""
     paths = (str(E2E_DIR), env.get("PYTHONPATH"))
     return env | {"PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-
-
-def tickwork(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tickwork", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 async def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

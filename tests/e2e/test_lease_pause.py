@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +18,14 @@ from tickwork import App
 from tickwork.config import LeaseSettings
 from tickwork.leases import LeaseManager, Role
 
+from .support import wait_for
+
 pytestmark = pytest.mark.e2e
 HERE = Path(__file__).parent
 
 
 def read_lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
-
-
-def wait_for(predicate: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_paused_holder_wakes_to_find_the_lease_lost(

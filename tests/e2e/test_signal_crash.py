@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,19 +15,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from .support import HANG_GUARD, wait_for
+
 pytestmark = pytest.mark.e2e
 HERE = Path(__file__).parent
-HANG_GUARD = 90.0  # not a timing assertion: only stops a broken test from hanging
-
-
-def wait_for(predicate: Any, what: str) -> Any:
-    deadline = time.monotonic() + HANG_GUARD
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -1,0 +1,37 @@
+"""Helpers the end-to-end tests share: run the CLI, wait for a condition in another process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from typing import Any
+
+HANG_GUARD = 90.0
+"""Not a timing assertion: only stops a broken test from hanging the run."""
+
+
+def tickwork(
+    env: dict[str, str], *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m tickwork ARGS`` with ``env``; its output captured, never raising."""
+    return subprocess.run(
+        [sys.executable, "-m", "tickwork", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def wait_for(predicate: Any, what: str, timeout: float = HANG_GUARD) -> Any:
+    """Poll ``predicate`` (state another process changes) until it is truthy; its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
