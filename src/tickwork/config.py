@@ -317,9 +317,17 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=lambda: AuthSettings())
     api: ApiSettings = Field(default_factory=lambda: ApiSettings())
     signals: SignalSettings = Field(default_factory=lambda: SignalSettings())
+    admin_email: str | None = None
+    """``TICKWORK_ADMIN_EMAIL``: short for ``auth.admin_email`` (which wins when both are set)."""
+    admin_password: SecretStr | None = None
+    """``TICKWORK_ADMIN_PASSWORD``: short for ``auth.admin_password``."""
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
+        if self.auth.admin_email is None and self.admin_email is not None:
+            self.auth.admin_email = self.admin_email
+        if self.auth.admin_password is None and self.admin_password is not None:
+            self.auth.admin_password = self.admin_password
         if not SCHEMA_NAME.match(self.schema_name):
             raise ValueError(
                 f"schema ({self.schema_name!r}) must be a lower-case identifier "

@@ -88,3 +88,16 @@ def test_names_with_a_trailing_newline_are_refused() -> None:
 
     for pattern in (QUEUE_NAME, SCHEMA_NAME, REACTOR_NAME, SIGNAL_TYPE, VARIABLE_NAME):
         assert pattern.match("abc") and not pattern.match("abc\n"), pattern.pattern
+
+
+def test_admin_bootstrap_settings_have_short_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TICKWORK_ADMIN_EMAIL", "boss@example.com")
+    monkeypatch.setenv("TICKWORK_ADMIN_PASSWORD", "correct horse battery staple")
+    settings = load_settings()
+    assert settings.auth.admin_email == "boss@example.com"
+    assert settings.auth.admin_password is not None
+    assert settings.auth.admin_password.get_secret_value() == "correct horse battery staple"
+    monkeypatch.setenv("TICKWORK_AUTH__ADMIN_EMAIL", "wins@example.com")
+    assert load_settings().auth.admin_email == "wins@example.com"
