@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -32,7 +33,17 @@ ROLES = ("api", "executor", "scheduler", "watchdog", "retention", "signals")
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server without its own signal handling: serve's handlers stop everything."""
+    """uvicorn's server without its own signal handling (serve's handlers stop everything),
+    and with an event set once it listens (the URL is printed only then)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self.listening.set()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -152,7 +163,13 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
             lifespan="off",
         )
         server = _Server(config)
-        running.append(asyncio.create_task(server.serve(), name="tickwork-api"))
+        api_task = asyncio.create_task(server.serve(), name="tickwork-api")
+        running.append(api_task)
+        listening = asyncio.create_task(server.listening.wait())
+        await asyncio.wait([listening, api_task], return_when=asyncio.FIRST_COMPLETED)
+        if api_task.done():
+            listening.cancel()
+            await api_task  # it could not start (the port is taken, ...): say why
         url = app.settings.api.public_url or f"http://{host}:{port}"
         print(f"tickwork is serving on {url} (API docs: {url}/api/docs)", file=out)
     print(f"roles: {', '.join(sorted(options.roles))}", file=out, flush=True)

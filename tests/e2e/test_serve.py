@@ -29,12 +29,7 @@ def free_port() -> int:
         return port
 
 
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
-    env["TICKWORK_DATA_DIR"] = str(tmp_path / "pgdata")  # no URL: the embedded server
-    env["TICKWORK_AUTH__ADMIN_EMAIL"] = "root@example.com"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(E2E_DIR), env.get("PYTHONPATH")) if p)
+def start_serve(env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "tickwork", "serve", "--app", "serve_app:app", "--port", str(port)],
@@ -42,10 +37,14 @@ def serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, list[str
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        cwd=tmp_path,
+        cwd=cwd,
     )
-    lines: list[str] = []
+    return process, f"http://127.0.0.1:{port}"
+
+
+def read_until_roles(process: subprocess.Popen[str]) -> str:
     assert process.stdout is not None
+    lines = []
     deadline = time.monotonic() + START_GUARD
     while time.monotonic() < deadline:
         line = process.stdout.readline()
@@ -54,8 +53,18 @@ def serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, list[str
         lines.append(line)
         if line.startswith("roles:"):
             break
+    return "".join(lines)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
+    env["TICKWORK_DATA_DIR"] = str(tmp_path / "pgdata")  # no URL: the embedded server
+    env["TICKWORK_AUTH__ADMIN_EMAIL"] = "root@example.com"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(E2E_DIR), env.get("PYTHONPATH")) if p)
+    process, url = start_serve(env, tmp_path)
     try:
-        yield process, f"http://127.0.0.1:{port}", lines
+        yield process, url, read_until_roles(process).splitlines(keepends=True)
     finally:
         if process.poll() is None:
             process.kill()
@@ -105,3 +114,41 @@ def test_serve_end_to_end(serve: tuple[subprocess.Popen[str], str, list[str]]) -
     rest = process.stdout.read()
     assert "Traceback" not in rest, rest
     assert password not in rest  # printed once, at the bootstrap only
+
+
+def test_two_serve_processes_share_one_database(
+    db_env: dict[str, str], tmp_path: Path, clean: None
+) -> None:
+    """Started at once on one database: one first administrator, both answer, leases decide
+    who runs the singletons, both stop cleanly."""
+    password = "correct horse battery staple"
+    env = dict(
+        db_env,
+        TICKWORK_ADMIN_EMAIL="twice@example.com",
+        TICKWORK_ADMIN_PASSWORD=password,
+        PYTHONPATH=os.pathsep.join(p for p in (str(E2E_DIR), db_env.get("PYTHONPATH")) if p),
+    )
+    started = [start_serve(env, tmp_path) for _ in range(2)]
+    try:
+        printed = [read_until_roles(process) for process, _ in started]
+        assert sum("created the first administrator" in p for p in printed) == 1, printed
+        assert all(password not in p for p in printed)  # chosen, not generated: never printed
+        for (_, url), text in zip(started, printed, strict=True):
+            assert f"serving on {url}" in text
+            with httpx.Client(base_url=url, timeout=30) as client:
+                login = client.post(
+                    "/api/auth/login", json={"email": "twice@example.com", "password": password}
+                )
+                assert login.status_code == 200, login.text
+                auth = {"Authorization": f"Bearer {login.json()['access_token']}"}
+                users = client.get("/api/users", headers=auth).json()
+                assert [u["email"] for u in users] == ["twice@example.com"]
+        for process, _ in started:
+            process.send_signal(signal.SIGTERM)
+        for process, _ in started:
+            assert process.wait(timeout=START_GUARD) == 0
+    finally:
+        for process, _ in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
