@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 HANG_GUARD = 90.0
@@ -35,3 +36,32 @@ def wait_for(predicate: Any, what: str, timeout: float = HANG_GUARD) -> Any:
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+class Processes:
+    """``tickwork`` processes a test starts, each logging to its own file; all killed at the
+    end (``close``)."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env = env
+        self.log_dir = log_dir
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def start(self, name: str, *args: str, **extra_env: str) -> subprocess.Popen[bytes]:
+        """``python -m tickwork ARGS`` with the shared environment plus ``extra_env``."""
+        log = (self.log_dir / f"{name}.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tickwork", *args],
+            env=self.env | extra_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.log_dir,
+        )
+        self.started.append(proc)
+        return proc
+
+    def close(self) -> None:
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(HANG_GUARD)

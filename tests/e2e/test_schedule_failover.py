@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from .support import wait_for
+from .support import Processes, wait_for
 
 pytestmark = pytest.mark.e2e
 HERE = Path(__file__).parent
@@ -24,7 +24,6 @@ HERE = Path(__file__).parent
 
 @pytest.fixture
 def spawn(db_env: dict[str, str], tmp_path: Path) -> Iterator[Any]:
-    procs: list[subprocess.Popen[bytes]] = []
     env = dict(
         db_env,
         PYTHONPATH=str(HERE),
@@ -33,34 +32,10 @@ def spawn(db_env: dict[str, str], tmp_path: Path) -> Iterator[Any]:
         TICKWORK_SCHEDULER__INTERVAL="0.2",
         TICKWORK_RETENTION__ENABLED="false",
     )
-
-    def start(name: str) -> subprocess.Popen[bytes]:
-        log = (tmp_path / f"{name}.log").open("wb")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tickwork",
-                "worker",
-                "--app",
-                "schedule_app:app",
-                "--queues",
-                "other",
-                "--log-level",
-                "INFO",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
+    procs = Processes(env, tmp_path)
+    args = ("worker", "--app", "schedule_app:app", "--queues", "other", "--log-level", "INFO")
+    yield lambda name: procs.start(name, *args)
+    procs.close()
 
 
 def holder_pid(sql: psycopg.Connection[Any]) -> int | None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from .support import HANG_GUARD, wait_for
+from .support import HANG_GUARD, Processes, wait_for
 
 pytestmark = pytest.mark.e2e
 HERE = Path(__file__).parent
@@ -23,7 +21,6 @@ HERE = Path(__file__).parent
 
 @pytest.fixture
 def spawn(db_env: dict[str, str], tmp_path: Path) -> Iterator[Any]:
-    procs: list[subprocess.Popen[bytes]] = []
     env = dict(
         db_env,
         PYTHONPATH=str(HERE),
@@ -34,35 +31,10 @@ def spawn(db_env: dict[str, str], tmp_path: Path) -> Iterator[Any]:
         TICKWORK_SIGNALS__REACTORS='{"a": {"enabled": true}, "b": {"enabled": true}}',
         TICKWORK_SIGNALS__DEBOUNCE='{"CRASH_TEST": 0}',
     )
-
-    def start(name: str, **extra: str) -> subprocess.Popen[bytes]:
-        log = (tmp_path / f"{name}.log").open("wb")
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tickwork",
-                "serve",
-                "--app",
-                "signal_crash_app:app",
-                "--roles",
-                "signals",
-                "--log-level",
-                "INFO",
-            ],
-            env=env | extra,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=tmp_path,
-        )
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    procs = Processes(env, tmp_path)
+    args = ("serve", "--app", "signal_crash_app:app", "--roles", "signals", "--log-level", "INFO")
+    yield lambda name, **extra: procs.start(name, *args, **extra)
+    procs.close()
 
 
 def test_killed_processor_mid_reactor_is_recovered_once(
