@@ -119,12 +119,13 @@ def signals_list(
 
     async def page(the_app: App, pool: AsyncConnectionPool[Any]) -> Page:
         statements = the_app.db.statements
+        if signal_type is not None:
+            await admin.check_signal_type(pool, statements, the_app.reactors, signal_type)
         where = admin.SignalFilter.parse(
             status=status,
             signal_type=signal_type,
             aggregate_key=key,
             organisation_id=organisation,
-            known_types=await admin.known_types(pool, statements, the_app.reactors),
         )
         return await admin.list_signals(pool, statements, where, limit=limit, before_id=before_id)
 

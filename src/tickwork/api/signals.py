@@ -192,7 +192,8 @@ async def list_signals(
     before_id: CursorQuery = None,
 ) -> Any:
     """Signals, newest first; unknown filter values are refused (400)."""
-    known = await admin.known_types(svc.pool, svc.statements, svc.app.reactors)
+    if signal_type is not None:
+        await admin.check_signal_type(svc.pool, svc.statements, svc.app.reactors, signal_type)
     where = admin.SignalFilter.parse(
         status=status,
         signal_type=signal_type,
@@ -200,7 +201,6 @@ async def list_signals(
         organisation_id=organisation_id,
         created_from=created_from,
         created_to=created_to,
-        known_types=known,
     )
     return await admin.list_signals(
         svc.pool, svc.statements, where, limit=limit, before_id=before_id

@@ -8,9 +8,10 @@ is an :class:`~tickwork.errors.InvalidInput` naming the field, never an unfilter
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
@@ -71,16 +72,7 @@ class JobFilter:
         finished_to: datetime | None = None,
     ) -> JobFilter:
         """A filter from raw request values; an unknown state is refused, not ignored."""
-        states = None
-        if state:
-            states = []
-            for value in state:
-                for part in value.split(","):
-                    try:
-                        states.append(JobState(part.strip().upper()))
-                    except ValueError:
-                        known = ", ".join(s.value for s in JobState)
-                        raise InvalidInput("state", part, f"is not a job state ({known})") from None
+        states = parse_choices("state", state, JobState, "a job state")
         if queue is not None:
             check_queue(queue)
         check_range("created", created_from, created_to)
@@ -138,6 +130,25 @@ class WorkerInfo:
     in_flight: int
     started_at: datetime
     last_seen_at: datetime
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def parse_choices(field: str, values: list[str] | None, kind: type[E], noun: str) -> list[E] | None:
+    """Repeated or comma-separated names of ``kind`` members (any case); an unknown one is
+    refused naming ``field``, never ignored. None when no value was given."""
+    if not values:
+        return None
+    chosen = []
+    for value in values:
+        for part in value.split(","):
+            try:
+                chosen.append(kind(part.strip().upper()))
+            except ValueError:
+                known = ", ".join(str(k.value) for k in kind)
+                raise InvalidInput(field, part, f"is not {noun} ({known})") from None
+    return chosen
 
 
 def check_range(name: str, start: datetime | None, end: datetime | None) -> None:

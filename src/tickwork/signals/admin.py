@@ -14,7 +14,7 @@ from tickwork.control import RuntimeControl, Tiered
 from tickwork.db.database import run_named
 from tickwork.db.statements import Statements
 from tickwork.errors import InvalidInput, NotFoundError, SignalSupersededError
-from tickwork.queue.admin import DEFAULT_PAGE, Page, check_limit, check_range
+from tickwork.queue.admin import DEFAULT_PAGE, Page, check_limit, check_range, parse_choices
 from tickwork.signals.reactor import Reactors
 from tickwork.signals.sweeps import SweepScheduler
 from tickwork.signals.types import Delivery, Signal, SignalStatus
@@ -41,28 +41,10 @@ class SignalFilter:
         organisation_id: str | None = None,
         created_from: datetime | None = None,
         created_to: datetime | None = None,
-        known_types: set[str] | None = None,
     ) -> SignalFilter:
-        """A filter from raw values. An unknown status is refused; so is a signal type no
-        reactor handles and no signal carries (when ``known_types`` is given)."""
-        statuses = None
-        if status:
-            statuses = []
-            for value in status:
-                for part in value.split(","):
-                    try:
-                        statuses.append(SignalStatus(part.strip().upper()))
-                    except ValueError:
-                        known = ", ".join(s.value for s in SignalStatus)
-                        raise InvalidInput(
-                            "status", part, f"is not a signal status ({known})"
-                        ) from None
-        if known_types is not None and signal_type is not None and signal_type not in known_types:
-            raise InvalidInput(
-                "signal_type",
-                signal_type,
-                "is not a signal type any reactor handles or any stored signal has",
-            )
+        """A filter from raw values; an unknown status is refused, not ignored (a signal type
+        is checked by :func:`check_signal_type`, which needs the database)."""
+        statuses = parse_choices("status", status, SignalStatus, "a signal status")
         check_range("created", created_from, created_to)
         return cls(statuses, signal_type, aggregate_key, organisation_id, created_from, created_to)
 
@@ -97,12 +79,20 @@ class ReactorView:
     last_sweep: dict[str, Any] | None
 
 
-async def known_types(
-    pool: AsyncConnectionPool[Any], statements: Statements, reactors: Reactors
-) -> set[str]:
-    """Signal types a reactor handles or a stored signal carries."""
-    stored = {r["signal_type"] for r in await run_named(pool, statements, "signal_stats", {})}
-    return stored | {t for r in reactors for t in r.handles}
+async def check_signal_type(
+    pool: AsyncConnectionPool[Any], statements: Statements, reactors: Reactors, signal_type: str
+) -> None:
+    """Refuse a signal type no reactor handles and no stored signal carries (a typo would
+    otherwise list nothing, silently)."""
+    if any(signal_type in r.handles for r in reactors):
+        return
+    found = await run_named(pool, statements, "signal_type_exists", {"signal_type": signal_type})
+    if not found[0]["exists"]:
+        raise InvalidInput(
+            "signal_type",
+            signal_type,
+            "is not a signal type any reactor handles or any stored signal has",
+        )
 
 
 async def list_signals(

@@ -141,6 +141,9 @@ SELECT * FROM {schema}.signals WHERE id = %(signal_id)s;
 SELECT * FROM {schema}.signal_reactor_status WHERE signal_id = %(signal_id)s
 ORDER BY reactor_name;
 
+-- name: signal_type_exists
+SELECT EXISTS (SELECT 1 FROM {schema}.signals WHERE signal_type = %(signal_type)s) AS exists;
+
 -- name: signal_stats
 -- Counts by status and type, with the oldest pending signal of each type.
 SELECT status, signal_type, count(*) AS n, min(created_at) AS oldest_created_at
