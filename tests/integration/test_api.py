@@ -347,6 +347,7 @@ async def test_refresh_cookie_is_http_only_strict_and_checks_origin(api: Api) ->
     assert answer.status_code == 200 and answer.json()["refresh_token"] is None
     cookie = answer.headers["set-cookie"].lower()
     assert "httponly" in cookie and "samesite=strict" in cookie and "path=/api/auth" in cookie
+    assert "secure" not in cookie  # served over plain http here
     foreign = await api.client.post("/api/auth/refresh", headers={"Origin": "https://evil.example"})
     problem(foreign, 403)
     missing = await api.client.post("/api/auth/refresh")
@@ -354,6 +355,26 @@ async def test_refresh_cookie_is_http_only_strict_and_checks_origin(api: Api) ->
     same = await api.client.post("/api/auth/refresh", headers={"Origin": BASE_URL})
     assert same.status_code == 200, same.text
     assert same.json()["refresh_token"] is None and "set-cookie" in same.headers
+
+
+async def test_refresh_cookie_is_secure_behind_an_https_public_url(
+    database_url: str, schema: str, clean: None
+) -> None:
+    app = App(database_url=database_url, schema=schema, api={"public_url": "https://jobs.example"})
+    async for api in start_api(app):
+        answer = await api.client.post(
+            "/api/auth/login",
+            json={"email": email(Role.VIEWER), "password": PASSWORD, "cookie": True},
+        )
+        set_cookie = answer.headers["set-cookie"]
+        assert "; secure" in set_cookie.lower()
+        # A client only sends a Secure cookie over https: hand it over as the browser would.
+        pair = set_cookie.split(";", 1)[0]
+        public = await api.client.post(
+            "/api/auth/refresh", headers={"Origin": "https://jobs.example", "Cookie": pair}
+        )
+        assert public.status_code == 200, public.text  # the public origin is this server too
+    await app.db.aclose()
 
 
 # -- settings, variables, metrics, health -------------------------------------------------
