@@ -14,6 +14,7 @@ import pytest
 from tickwork import App
 from tickwork.errors import InvalidInput, NotLeaderError, SignalError, SignalSupersededError
 from tickwork.leases import Role
+from tickwork.metrics import REGISTRY
 from tickwork.signals import Reactor, ReactorContext, Signal
 from tickwork.signals import admin as signal_admin
 from tickwork.signals.runtime import SignalRuntime
@@ -105,6 +106,8 @@ async def test_worked_example_fifty_emits_one_signal_processed_once(
     app, runtime = env
     recalc = app.add_reactor(Recorder("a", {"RESULT_SET_CHANGED"}))
     assert isinstance(recalc, Recorder)
+    labels = {"signal_type": "RESULT_SET_CHANGED"}
+    squashed_before = REGISTRY.get_sample_value("tickwork_signals_squashed_total", labels) or 0
     first = await app.signals.emit_async("RESULT_SET_CHANGED", "ResultSet", 1, "series:8", 7)
     assert not first.squashed
     shift(sql, 30)  # thirty seconds of imports pass
@@ -117,6 +120,8 @@ async def test_worked_example_fifty_emits_one_signal_processed_once(
     assert pending == (first.signal_id, {"result": 50}, True)  # payload: the latest emit
     (slid,) = rows(sql, "SELECT process_after > now() + interval '59 s' FROM signals")
     assert slid == (True,)  # the window slid: 60 s from the last emit, not from the first
+    squashed = REGISTRY.get_sample_value("tickwork_signals_squashed_total", labels) or 0
+    assert squashed - squashed_before == 49  # the squash metric counts them
 
     shift(sql, 59)
     await runtime.processor.run_once()
