@@ -19,11 +19,9 @@ from tickwork.config import (
     Settings,
     load_settings,
 )
-from tickwork.db.database import Database, Row, fetch, fetch_async
+from tickwork.db.database import Database, Row, database_error, fetch, fetch_async
 from tickwork.db.migrate import migrate
 from tickwork.errors import (
-    DatabaseError,
-    DataRefused,
     EnqueueError,
     JobNotFoundError,
     JobStateError,
@@ -381,7 +379,7 @@ class App:
                 async with pool.connection() as own:
                     rows = await fetch_async(own, sql, params)
         except psycopg.Error as exc:
-            raise _database_error(exc) from exc
+            raise database_error(exc) from exc
         enqueued = _in_order(rows, plan)
         _count_enqueued(enqueued)
         return enqueued
@@ -546,14 +544,8 @@ def _count_enqueued(jobs: list[Job]) -> None:
         metrics.enqueued(task, count)
 
 
-def _database_error(exc: psycopg.Error) -> DatabaseError:
-    if isinstance(exc, psycopg.errors.DataError):  # a value it cannot store: the input's fault
-        return DataRefused(f"database refused a value: {exc.diag.message_primary or exc}")
-    return DatabaseError(f"database refused the operation: {exc}")
-
-
 def _translate(call: Callable[[], list[Row]]) -> list[Row]:
     try:
         return call()
     except psycopg.Error as exc:
-        raise _database_error(exc) from exc
+        raise database_error(exc) from exc

@@ -18,7 +18,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from tickwork.config import Settings
 from tickwork.db import embedded
 from tickwork.db.statements import Statements
-from tickwork.errors import DatabaseError
+from tickwork.errors import DatabaseError, DataRefused
 
 log = logging.getLogger("tickwork.db")
 
@@ -39,6 +39,14 @@ async def fetch_async(
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(sql, params)
         return list(await cur.fetchall()) if cur.description is not None else []
+
+
+def database_error(exc: psycopg.Error) -> DatabaseError:
+    """A driver error as tickwork's: a value the database cannot store is the input's fault
+    (:class:`DataRefused`); anything else is the database's (:class:`DatabaseError`)."""
+    if isinstance(exc, psycopg.errors.DataError):
+        return DataRefused(f"database refused a value: {exc.diag.message_primary or exc}")
+    return DatabaseError(f"database refused the operation: {exc}")
 
 
 async def run_named(

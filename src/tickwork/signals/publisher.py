@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from tickwork import metrics
-from tickwork.db.database import Row, fetch, fetch_async
-from tickwork.errors import DatabaseError, SignalError
+from tickwork.db.database import Row, database_error, fetch, fetch_async
+from tickwork.errors import SignalError
 from tickwork.queue.enqueue import async_connection, sync_connection
 from tickwork.signals.reactor import SIGNAL_TYPE
 
@@ -112,7 +112,7 @@ class Signals:
                 with self.app.db.pool().connection() as own:
                     rows = fetch(own, sql, params)
         except psycopg.Error as exc:
-            raise DatabaseError(f"database refused the emit: {exc}") from exc
+            raise database_error(exc) from exc
         return _emitted(rows[0], params)
 
     async def emit_async(
@@ -139,7 +139,7 @@ class Signals:
                 async with pool.connection() as own:
                     rows = await fetch_async(own, sql, params)
         except psycopg.Error as exc:
-            raise DatabaseError(f"database refused the emit: {exc}") from exc
+            raise database_error(exc) from exc
         return _emitted(rows[0], params)
 
 
