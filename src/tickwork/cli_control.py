@@ -27,7 +27,8 @@ from tickwork.app import App
 from tickwork.auth import AuthService, User
 from tickwork.auth.service import GENERATED_PASSWORD_BYTES
 from tickwork.cli import AppOption, cli, cli_actor, load_app
-from tickwork.errors import DatabaseError, NotFoundError
+from tickwork.db.database import database_error
+from tickwork.errors import NotFoundError
 from tickwork.queue import admin
 from tickwork.types import ErrorInfo
 
@@ -68,7 +69,7 @@ def _run(app: str | None, work: Callable[[App, AsyncConnectionPool[Any]], Awaita
         try:
             return await work(the_app, await the_app.db.async_pool())
         except psycopg.Error as exc:  # PoolTimeout included: the database is unreachable
-            raise DatabaseError(f"database refused the operation: {exc}") from exc
+            raise database_error(exc) from exc
         finally:
             await the_app.db.aclose()
 
