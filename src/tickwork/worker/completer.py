@@ -4,6 +4,10 @@ No timer: while one batch is being written, the outcomes that finish meanwhile q
 go together in the next statement, the way group commit works. At low load each outcome is
 written at once; under load the batch grows to ``max_batch`` and the cost per outcome falls.
 Fencing is per row inside the statement, so batching changes nothing about correctness.
+
+An attempt does not wait for its write: it hands its outcome over and ends, and the writer
+reports each written batch back in one call, so a finished attempt costs no future and no
+second wake-up of its task.
 """
 
 from __future__ import annotations
@@ -37,28 +41,46 @@ class Completion:
     retry_delay: float
 
 
+Written = Callable[[list[Completion], dict[int, Row]], None]
+"""Called with a written batch and the job rows found, by execution id (a missing id: the
+attempt was fenced off)."""
+Failed = Callable[[list[Completion], BaseException], None]
+"""Called with a batch the database would not take (after the executor's own retries)."""
+
+
 class Completer:
-    """Collects outcomes and writes them in batches; ``submit`` returns the job's new row
-    (``job_id``, ``execution_id``, ``state``), or None when the attempt was fenced off."""
+    """Collects outcomes and writes them in batches, reporting each batch when committed."""
 
     def __init__(
         self,
         execute: Callable[[str, dict[str, Any]], Awaitable[list[Row]]],
+        written: Written,
+        failed: Failed,
         *,
         max_batch: int = DEFAULT_COMPLETION_BATCH,
     ) -> None:
         self._execute = execute
+        self._written = written
+        self._failed = failed
         self._max_batch = max_batch
-        self._pending: list[tuple[Completion, asyncio.Future[Row | None]]] = []
+        self._pending: list[Completion] = []
         self._writer: asyncio.Task[None] | None = None
 
-    async def submit(self, completion: Completion) -> Row | None:
-        """Queue one outcome and wait until the statement that records it has committed."""
-        future: asyncio.Future[Row | None] = asyncio.get_running_loop().create_future()
-        self._pending.append((completion, future))
+    @property
+    def idle(self) -> bool:
+        """Nothing is waiting to be written or being written."""
+        return not self._pending and (self._writer is None or self._writer.done())
+
+    def submit(self, completion: Completion) -> None:
+        """Queue one outcome for the next batch."""
+        self._pending.append(completion)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write(), name="tickwork-complete")
-        return await future
+
+    async def flush(self) -> None:
+        """Wait until every outcome submitted so far has been written (or has failed)."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.wait([self._writer])  # a cancelled caller leaves the writer be
 
     async def _write(self) -> None:
         await asyncio.sleep(0)  # let outcomes finishing in this same loop turn join the batch
@@ -68,17 +90,21 @@ class Completer:
             try:
                 found = await self._execute("job_complete_many", _params(batch))
             except Exception as exc:
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(exc)
+                self._report(self._failed, batch, exc)
                 continue
-            by_execution = {row["execution_id"]: row for row in found}
-            for completion, future in batch:
-                if not future.done():
-                    future.set_result(by_execution.get(completion.execution_id))
+            self._report(self._written, batch, {row["execution_id"]: row for row in found})
+
+    @staticmethod
+    def _report(
+        to: Callable[[list[Completion], Any], None], batch: list[Completion], what: Any
+    ) -> None:
+        try:
+            to(batch, what)
+        except Exception:  # a failing report must not stop the writer: outcomes keep coming
+            log.exception("reporting written outcomes failed", extra={"outcomes": len(batch)})
 
 
-def _params(batch: list[tuple[Completion, asyncio.Future[Row | None]]]) -> dict[str, Any]:
+def _params(batch: list[Completion]) -> dict[str, Any]:
     # One JSON document for the batch: encoded in C here, decoded by the server, far
     # cheaper than one array parameter per column.
     return {
@@ -92,7 +118,7 @@ def _params(batch: list[tuple[Completion, asyncio.Future[Row | None]]]) -> dict[
                     "error": _error_json(c.error) if c.error else None,
                     "retry_delay": c.retry_delay,
                 }
-                for c, _ in batch
+                for c in batch
             ],
             separators=(",", ":"),
         )

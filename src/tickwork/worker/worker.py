@@ -59,6 +59,10 @@ COMPLETE_RETRY_FIRST_DELAY = 0.1
 RECONNECT_MAX_DELAY = 5.0
 """Longest pause between attempts to re-open the listen connection."""
 SHUTDOWN_SETTLE_TIMEOUT = 2.0
+"""After the grace period, how long interrupted attempts get to unwind before release."""
+CLAIMS_IN_FLIGHT = 2
+"""Most claims one worker has on the database at once; each takes at most its share of the
+slots, so the next batch is being claimed while the last one is being started."""
 WORKER_CONNECTION_OPTIONS: dict[str, Any] = {
     "autocommit": True,
     # The batch statements take arrays whose length varies from 1 to thousands; a cached
@@ -66,7 +70,6 @@ WORKER_CONNECTION_OPTIONS: dict[str, Any] = {
     # every execution is planned for its actual parameters (planning costs well under 1 ms).
     "options": "-c plan_cache_mode=force_custom_plan",
 }
-"""After the grace period, how long interrupted attempts get to unwind before release."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,13 +114,14 @@ class _Running:
     execution_id: int
     is_async: bool
     ctx: JobContext | None = None  # only for tasks that take one
-    runner: asyncio.Task[Outcome] | None = None
+    runner: asyncio.Task[None] | None = None
     interrupt: str | None = None  # "cancel" | "lease_lost" | "shutdown"
     in_handler: bool = False  # the runner is inside the handler (interrupts land there)
     cancel_sent: bool = False  # the runner task was cancelled by _interrupt
     thread_result: asyncio.Future[Any] | None = None  # a sync handler's pending result
     cut: bool = False  # interrupted by shutdown: _drain releases it instead of recording
     started: float = 0.0  # monotonic start of the attempt (metrics)
+    done: asyncio.Future[Outcome] | None = None  # set when recorded; only run_once awaits one
 
 
 class Worker:
@@ -170,14 +174,19 @@ class Worker:
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
-        self._capacity_bound = False
+        self._capacity_bound = False  # the last claim came back full: the queue may hold more
         self._busy = 0  # attempts whose handler has not returned yet (their slots are taken)
+        self._reserved = 0  # slots promised to claims in flight
         self.watchdog: Watchdog | None = None
         self.retention: Retention | None = None
         self.scheduler_service: SchedulerService | None = None
-        self._completer = Completer(self._execute_with_retry)
+        self._completer = Completer(self._execute_with_retry, self._written, self._not_written)
         self.listening = asyncio.Event()
         """Set while the LISTEN connection is up (cleared when it drops)."""
+
+    @property
+    def _claim_batch(self) -> int:
+        return max(1, -(-self.concurrency // CLAIMS_IN_FLIGHT))
 
     @property
     def queues(self) -> list[str]:
@@ -309,34 +318,56 @@ class Worker:
         """Claim up to ``concurrency`` jobs, run them all to the end, record the outcomes."""
         await self.open()
         claimed = await self._claim(self.concurrency)
-        outcomes = await asyncio.gather(*(self._start(row) for row in claimed))
-        return RunOnceResult(list(outcomes))
+        loop = asyncio.get_running_loop()
+        attempts = [self._start(row, loop.create_future()) for row in claimed]
+        return RunOnceResult(list(await asyncio.gather(*(a.done for a in attempts if a.done))))
 
     # -- claiming -----------------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            free = self.concurrency - self._busy
-            claimed: list[Row] = []
-            if free > 0:
+        # Up to CLAIMS_IN_FLIGHT claims run at once, each for at most half the slots: while
+        # the worker starts one batch's attempts (CPU here), the next claim is already on
+        # the database, instead of the two taking turns.
+        claims: set[asyncio.Task[None]] = set()
+        try:
+            while not self._stop.is_set():
+                self._wake.clear()
+                free = self.concurrency - self._busy - self._reserved
+                while free > 0 and (
+                    not claims or (len(claims) < CLAIMS_IN_FLIGHT and self._capacity_bound)
+                ):
+                    limit = min(free, self._claim_batch)
+                    self._reserved += limit
+                    free -= limit
+                    claim = asyncio.create_task(self._claim_and_start(limit))
+                    claims.add(claim)
+                    claim.add_done_callback(claims.discard)
+                if self._stop.is_set():
+                    break
                 try:
-                    claimed = await self._claim(free)
-                except (psycopg.Error, OSError) as exc:
-                    log.error(
-                        "claim failed; retrying after the poll interval", extra={"error": str(exc)}
-                    )
-                for row in claimed:
-                    self._start(row)
-            self._capacity_bound = free == 0 or len(claimed) == free
-            if free > 0 and claimed and len(claimed) == free:
-                continue  # the queue may hold more; claim again at once if slots free up
-            if self._stop.is_set():
-                break
-            try:
-                await asyncio.wait_for(self._wake.wait(), self._poll_delay())
-            except TimeoutError:
-                pass
+                    await asyncio.wait_for(self._wake.wait(), self._poll_delay())
+                except TimeoutError:
+                    pass
+        finally:
+            if claims:  # their rows are started, so the shutdown drain sees them
+                await asyncio.wait(claims)
+
+    async def _claim_and_start(self, limit: int) -> None:
+        claimed: list[Row] = []
+        try:
+            claimed = await self._claim(limit)
+        except (psycopg.Error, OSError) as exc:
+            log.error("claim failed; retrying after the poll interval", extra={"error": str(exc)})
+            self._capacity_bound = False
+            return
+        finally:
+            self._reserved -= limit
+        for row in claimed:
+            self._start(row)
+        # A full batch: the queue may hold more, so claim again as soon as slots free up.
+        self._capacity_bound = len(claimed) == limit
+        if self._capacity_bound:
+            self._wake.set()
 
     def _poll_delay(self) -> float:
         return self.settings.poll_interval * random.uniform(0.9, 1.1)
@@ -357,11 +388,12 @@ class Worker:
                 row["args"] = args
         return claimed
 
-    def _start(self, row: Row) -> asyncio.Task[Outcome]:
+    def _start(self, row: Row, done: asyncio.Future[Outcome] | None = None) -> _Running:
         job = decode.job(row)
         execution_id: int = row["execution_id"]
         task = self.app.tasks.get(job.task)
         running = _Running(job, execution_id, is_async=task is not None and task.is_async)
+        running.done = done
         if task is not None and task.pass_context:
             running.ctx = JobContext(job=job, execution_id=execution_id, worker_id=self.id)
         self._inflight[execution_id] = running
@@ -370,11 +402,11 @@ class Worker:
         metrics.picked_up(job.queue, (claimed_at - job.run_at).total_seconds())
         self._busy += 1
         running.runner = asyncio.create_task(self._attempt(running, task))
-        return running.runner
+        return running
 
     # -- running one attempt ------------------------------------------------------------
 
-    async def _attempt(self, running: _Running, task: Task[Any, Any] | None) -> Outcome:
+    async def _attempt(self, running: _Running, task: Task[Any, Any] | None) -> None:
         job = running.job
         try:
             try:
@@ -385,24 +417,67 @@ class Worker:
                 self._busy -= 1
                 if self._capacity_bound:
                     self._wake.set()
-            if running.cut:
-                # handed back by _drain with execution_release_many, not recorded here
-                return Outcome(
-                    job.id, running.execution_id, job.task, ExecutionState.RELEASED, None, error
+        except BaseException:
+            self._inflight.pop(running.execution_id, None)  # the worker is being torn down
+            raise
+        if running.cut:
+            # handed back by _drain with execution_release_many, not recorded here
+            if running.done is not None and not running.done.done():
+                running.done.set_result(
+                    Outcome(
+                        job.id, running.execution_id, job.task, ExecutionState.RELEASED, None, error
+                    )
                 )
-            # Even after a lost lease the write is attempted: the statement fences it off.
-            outcome = await self._record(running, task, state, result, error)
-        finally:
-            if not running.cut:
-                self._inflight.pop(running.execution_id, None)
+            return
+        delay = 0.0
+        if state is ExecutionState.FAILED and task is not None:
+            delay = retry_delay(task.options.backoff, job.attempts)
+        # Even after a lost lease the write is attempted: the statement fences it off. The
+        # attempt ends here; _written finishes it once the batch holding it has committed.
+        self._completer.submit(
+            Completion(job.id, running.execution_id, state, result, error, delay)
+        )
+
+    def _written(self, batch: list[Completion], found: dict[int, Row]) -> None:
+        for completion in batch:
+            running = self._inflight.pop(completion.execution_id, None)
+            if running is None:
+                continue  # released at shutdown meanwhile
+            row = found.get(completion.execution_id)
+            if row is None:
+                log.warning(
+                    "attempt was fenced off: its execution is no longer live",
+                    extra={"job_id": completion.job_id, "execution_id": completion.execution_id},
+                )
+            job_state = None if row is None else _JOB_STATES[row["state"]]
+            self._finished(running, completion.state, job_state, completion.error)
+
+    def _not_written(self, batch: list[Completion], exc: BaseException) -> None:
+        # The watchdog reclaims these attempts once their leases expire; they run again.
+        log.error(
+            "could not record outcomes; their attempts will be reclaimed",
+            extra={"outcomes": len(batch), "error": str(exc)},
+        )
+        for completion in batch:
+            running = self._inflight.pop(completion.execution_id, None)
+            if running is not None and running.done is not None and not running.done.done():
+                running.done.set_exception(exc)
+
+    def _finished(
+        self,
+        running: _Running,
+        state: ExecutionState,
+        job_state: JobState | None,
+        error: ErrorInfo | None,
+    ) -> None:
+        job = running.job
         metrics.attempt_finished(
             job.task,
-            outcome.execution_state.value,
+            state.value,
             time.monotonic() - running.started,
-            outcome.job_state is JobState.DEAD_LETTER,
+            job_state is JobState.DEAD_LETTER,
         )
-        ok = outcome.execution_state is ExecutionState.SUCCEEDED
-        level = logging.DEBUG if ok else logging.WARNING
+        level = logging.DEBUG if state is ExecutionState.SUCCEEDED else logging.WARNING
         if log.isEnabledFor(level):
             log.log(
                 level,
@@ -413,16 +488,20 @@ class Worker:
                     "task": job.task,
                     "queue": job.queue,
                     "attempt": job.attempts,
-                    "outcome": outcome.execution_state.value,
-                    "job_state": outcome.job_state.value if outcome.job_state else "FENCED",
+                    "outcome": state.value,
+                    "job_state": job_state.value if job_state else "FENCED",
                 },
             )
+        if self.on_finished is None and running.done is None:
+            return
+        outcome = Outcome(job.id, running.execution_id, job.task, state, job_state, error)
         if self.on_finished is not None:
             try:
                 self.on_finished(outcome)
             except Exception:
                 log.exception("on_finished hook failed", extra={"job_id": job.id})
-        return outcome
+        if running.done is not None and not running.done.done():
+            running.done.set_result(outcome)
 
     async def _invoke(
         self, running: _Running, task: Task[Any, Any] | None
@@ -511,29 +590,6 @@ class Worker:
                     f"the task's return value is not JSON-serialisable: {bad}",
                 ),
             )
-
-    async def _record(
-        self,
-        running: _Running,
-        task: Task[Any, Any] | None,
-        state: ExecutionState,
-        result: Any,
-        error: ErrorInfo | None,
-    ) -> Outcome:
-        job = running.job
-        delay = 0.0
-        if state is ExecutionState.FAILED and task is not None:
-            delay = retry_delay(task.options.backoff, job.attempts)
-        row = await self._completer.submit(
-            Completion(job.id, running.execution_id, state, result, error, delay)
-        )
-        if row is None:
-            log.warning(
-                "attempt was fenced off: its execution is no longer live",
-                extra={"job_id": job.id, "execution_id": running.execution_id},
-            )
-            return Outcome(job.id, running.execution_id, job.task, state, None, error)
-        return Outcome(job.id, running.execution_id, job.task, state, JobState(row["state"]), error)
 
     # -- leases, cancels, wake-ups ------------------------------------------------------
 
@@ -649,6 +705,7 @@ class Worker:
                 extra={"in_flight": len(runners), "grace": self.settings.shutdown_grace},
             )
             await asyncio.wait(runners, timeout=max(self.settings.shutdown_grace, 0.001))
+        await self._completer.flush()  # the attempts that finished are recorded, not released
         left = list(self._inflight.values())
         if not left:
             return
@@ -657,6 +714,10 @@ class Worker:
         settling = [r.runner for r in left if r.runner is not None and not r.runner.done()]
         if settling:
             await asyncio.wait(settling, timeout=SHUTDOWN_SETTLE_TIMEOUT)
+        await self._completer.flush()  # those that finished normally while settling
+        left = [r for r in left if r.execution_id in self._inflight]
+        if not left:
+            return
         ids = [r.execution_id for r in left]
         released = await self._execute_with_retry(
             "execution_release_many",
@@ -696,6 +757,9 @@ class Worker:
                 await asyncio.sleep(delay)
                 waited += delay
                 delay = min(delay * 2, RECONNECT_MAX_DELAY)
+
+
+_JOB_STATES = {state.value: state for state in JobState}
 
 
 class _NoTimeout:
