@@ -289,9 +289,11 @@ class App:
 
     def _rows(self, specs: Iterable[JobSpec | Mapping[str, Any]], created_by: str) -> list[JobRow]:
         out = []
+        tasks = self.tasks
         for index, item in enumerate(specs):
-            spec = _as_spec(item, index)
-            out.append(self.get_task(spec.task).row(spec, created_by))
+            spec = item if type(item) is JobSpec else _as_spec(item, index)
+            task = tasks.get(spec.task)
+            out.append((task or self.get_task(spec.task)).row(spec, created_by))
         return out
 
     def enqueue(
@@ -514,6 +516,13 @@ def _in_order(found: list[Row], plan: InsertPlan) -> list[Job]:
     """Jobs in input order. New rows got ids in input order; a duplicate comes back whole, as
     the job holding its key, so keyed rows are matched by key first."""
     answer = found[0]
+    if not answer["duplicates"] and len(plan.position) == len(plan.sent):
+        # the common case: every row new, sent once each, ids in input order
+        created_at = answer["created_at"]
+        return [
+            decode.inserted_job(row, job_id, args, created_at)
+            for row, job_id, args in zip(plan.sent, answer["ids"], plan.sent_args, strict=True)
+        ]
     holders = {doc["unique_key"]: doc for doc in answer["duplicates"]}
     new_ids = iter(answer["ids"])
     per_sent = []

@@ -108,6 +108,25 @@ class Task(Generic[P, R]):
         only the options a job sets itself are checked here)."""
         self.check_args(spec.args)
         opts = self.options
+        if (  # the common case: only arguments given, every option the task's own
+            spec.queue is None
+            and spec.priority is None
+            and spec.max_attempts is None
+            and spec.run_at is None
+            and spec.timeout is None
+            and spec.unique_key is None
+        ):
+            return JobRow(
+                opts.queue,
+                self.name,
+                spec.args,
+                opts.priority,
+                opts.max_attempts,
+                None,
+                opts.timeout,
+                None,
+                created_by,
+            )
         return JobRow(
             queue=opts.queue if spec.queue is None else check_queue(spec.queue),
             task=self.name,

@@ -67,20 +67,21 @@ def duplicate_job(document: dict[str, Any]) -> Job:
 
 def inserted_job(sent: JobRow, job_id: int, args: dict[str, Any], created_at: datetime) -> Job:
     """The job an enqueue created, from what was sent and the id and time it was given."""
-    return Job(
-        id=job_id,
-        queue=sent.queue,
-        task=sent.task,
-        args=args,
-        state=JobState.PENDING,
-        priority=sent.priority,
-        attempts=0,
-        max_attempts=sent.max_attempts,
-        run_at=created_at if sent.run_at is None else sent.run_at,
-        timeout=sent.timeout,
-        created_at=created_at,
-        created_by=sent.created_by,
-        unique_key=sent.unique_key,
+    return Job(  # positional (id, queue, task, args, state, priority, attempts, max_attempts,
+        # run_at, timeout, created_at, created_by, unique_key): one per enqueued job, so cheap
+        job_id,
+        sent.queue,
+        sent.task,
+        args,
+        JobState.PENDING,
+        sent.priority,
+        0,
+        sent.max_attempts,
+        created_at if sent.run_at is None else sent.run_at,
+        sent.timeout,
+        created_at,
+        sent.created_by,
+        sent.unique_key,
     )
 
 
