@@ -30,8 +30,8 @@ async def test_watchdog_reclaims_expired_attempt_and_fences_the_old_one(
 
     job = work.defer()
     async with app.worker() as zombie, app.worker() as rescuer:
-        [row] = await zombie._claim(1)
-        first_execution = row["execution_id"]
+        [claimed] = await zombie._claim(1)
+        first_execution = claimed[1]
         assert zombie.watchdog is not None
         assert (await zombie.watchdog.run_once()).count == 0  # lease still valid
 
@@ -45,8 +45,9 @@ async def test_watchdog_reclaims_expired_attempt_and_fences_the_old_one(
         assert second.outcomes[0].job_state is JobState.SUCCEEDED
 
         # the zombie finally finishes its attempt: its write is fenced off (0 rows)
-        zombie_running = zombie._start(row)
-        outcome = await zombie_running
+        zombie_running = zombie._start(claimed, asyncio.get_running_loop().create_future())
+        assert zombie_running.done is not None
+        outcome = await zombie_running.done
         assert outcome.fenced and outcome.job_state is None
 
     executions = app.list_executions(job.id)

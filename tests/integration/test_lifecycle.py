@@ -364,7 +364,7 @@ async def test_database_enforces_one_live_execution_per_job(
     job = noop.defer()
     async with app.worker() as worker:
         claimed = await worker._claim(1)
-    assert [r["id"] for r in claimed] == [job.id]
+    assert [claimed_job.id for claimed_job, _, _ in claimed] == [job.id]
     with pytest.raises(psycopg.errors.UniqueViolation):
         sql.execute(
             "INSERT INTO executions (job_id, attempt, worker_id, lease_expires_at)"

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from tickwork.config import Settings
@@ -39,6 +39,15 @@ async def fetch_async(
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(sql, params)
         return list(await cur.fetchall()) if cur.description is not None else []
+
+
+async def fetch_tuples_async(
+    conn: psycopg.AsyncConnection[Any], sql: str, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """:func:`fetch_async` with rows as tuples, for the hot paths that read by position."""
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(sql, params)
+        return list(await cur.fetchall())
 
 
 def database_error(exc: psycopg.Error) -> DatabaseError:

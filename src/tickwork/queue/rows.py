@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,44 @@ def job(row: Row) -> Job:
         fire_time=row.get("fire_time"),
         duplicate=bool(row.get("duplicate", False)),
     )
+
+
+def claimed(rows: list[tuple[Any, ...]]) -> list[tuple[Job, int, float]]:
+    """``job_claim``'s rows (read by position, see the statement) as (job, execution id,
+    seconds the job waited after it was due). The arguments of all jobs are decoded in one
+    JSON parse."""
+    if not rows:
+        return []
+    all_args = json.loads("[" + ",".join([row[3] for row in rows]) + "]")
+    running = JobState.RUNNING
+    return [
+        (
+            Job(
+                row[0],
+                row[1],
+                row[2],
+                args,
+                running,
+                row[4],
+                row[5],
+                row[6],
+                row[7],
+                row[8],
+                row[9],
+                row[10],
+                row[11],
+                row[12],
+                row[13],
+                row[14],
+                None,
+                row[15],
+                row[16],
+            ),
+            row[17],
+            row[18],
+        )
+        for row, args in zip(rows, all_args, strict=True)
+    ]
 
 
 def stored_job(document: dict[str, Any]) -> Job:

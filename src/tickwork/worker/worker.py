@@ -27,7 +27,6 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -37,7 +36,7 @@ from pydantic import ValidationError
 
 from tickwork import metrics
 from tickwork.config import WorkerSettings, describe
-from tickwork.db.database import Row, fetch_async
+from tickwork.db.database import Row, fetch_async, fetch_tuples_async
 from tickwork.errors import ConfigError, JobCancelled
 from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
@@ -353,7 +352,7 @@ class Worker:
                 await asyncio.wait(claims)
 
     async def _claim_and_start(self, limit: int) -> None:
-        claimed: list[Row] = []
+        claimed: list[tuple[Job, int, float]] = []
         try:
             claimed = await self._claim(limit)
         except (psycopg.Error, OSError) as exc:
@@ -372,25 +371,23 @@ class Worker:
     def _poll_delay(self) -> float:
         return self.settings.poll_interval * random.uniform(0.9, 1.1)
 
-    async def _claim(self, limit: int) -> list[Row]:
-        claimed = await self._execute(
-            "job_claim",
-            {
-                "queues": self.queues,
-                "limit": limit,
-                "worker_id": self.id,
-                "lease_ttl": self.settings.lease_ttl,
-            },
-        )
-        if claimed:  # every job's arguments (JSON text) in one parse
-            decoded = json.loads("[" + ",".join(row["args"] for row in claimed) + "]")
-            for row, args in zip(claimed, decoded, strict=True):
-                row["args"] = args
-        return claimed
+    async def _claim(self, limit: int) -> list[tuple[Job, int, float]]:
+        """Claim up to ``limit`` jobs: (job, execution id, seconds it waited after it was due)."""
+        assert self._pool is not None, "worker is not open"
+        params = {
+            "queues": self.queues,
+            "limit": limit,
+            "worker_id": self.id,
+            "lease_ttl": self.settings.lease_ttl,
+        }
+        async with self._pool.connection() as conn:
+            rows = await fetch_tuples_async(conn, self.statements["job_claim"], params)
+        return decode.claimed(rows)
 
-    def _start(self, row: Row, done: asyncio.Future[Outcome] | None = None) -> _Running:
-        job = decode.job(row)
-        execution_id: int = row["execution_id"]
+    def _start(
+        self, claimed: tuple[Job, int, float], done: asyncio.Future[Outcome] | None = None
+    ) -> _Running:
+        job, execution_id, waited = claimed
         task = self.app.tasks.get(job.task)
         running = _Running(job, execution_id, is_async=task is not None and task.is_async)
         running.done = done
@@ -398,8 +395,7 @@ class Worker:
             running.ctx = JobContext(job=job, execution_id=execution_id, worker_id=self.id)
         self._inflight[execution_id] = running
         running.started = time.monotonic()
-        claimed_at = row["lease_expires_at"] - timedelta(seconds=self.settings.lease_ttl)
-        metrics.picked_up(job.queue, (claimed_at - job.run_at).total_seconds())
+        metrics.picked_up(job.queue, waited)
         self._busy += 1
         running.runner = asyncio.create_task(self._attempt(running, task))
         return running

@@ -113,12 +113,14 @@ WITH next AS (
     FROM claimed
     RETURNING id, job_id, lease_expires_at
 )
--- args travel as text: the worker decodes every claimed job's arguments in one JSON parse
--- (one parser call per row costs more than the rest of the row's decoding).
-SELECT c.id, c.queue, c.task, c.args::text AS args, c.state, c.priority, c.attempts,
-       c.max_attempts, c.run_at, c.timeout, c.unique_key, c.result, c.created_at,
-       c.created_by, c.cancel_requested_at, c.finished_at, c.schedule_id, c.fire_time,
-       s.id AS execution_id, s.lease_expires_at
+-- The worker reads these rows by position, in the order of Job's fields (keep them in step
+-- with worker.py's _start). args travel as text: the worker decodes every claimed job's
+-- arguments in one JSON parse (one parser call per row costs more than the rest of the row).
+-- The state is RUNNING by construction; waited is how long the job waited after it was due.
+SELECT c.id, c.queue, c.task, c.args::text AS args, c.priority, c.attempts, c.max_attempts,
+       c.run_at, c.timeout, c.created_at, c.created_by, c.unique_key, c.result,
+       c.cancel_requested_at, c.finished_at, c.schedule_id, c.fire_time,
+       s.id AS execution_id, extract(epoch FROM now() - c.run_at)::float8 AS waited
 FROM claimed c
 JOIN started s ON s.job_id = c.id
 ORDER BY c.priority DESC, c.run_at, c.id;
