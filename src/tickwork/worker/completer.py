@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tickwork.db.database import Row
 from tickwork.types import ErrorInfo, ExecutionState
 
 log = logging.getLogger("tickwork.worker")
@@ -28,7 +27,7 @@ DEFAULT_COMPLETION_BATCH = 1000
 """Most outcomes written by one statement."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per attempt, and a frozen __init__ costs 4x more
 class Completion:
     """One attempt's outcome, waiting to be written."""
 
@@ -41,9 +40,9 @@ class Completion:
     retry_delay: float
 
 
-Written = Callable[[list[Completion], dict[int, Row]], None]
-"""Called with a written batch and the job rows found, by execution id (a missing id: the
-attempt was fenced off)."""
+Written = Callable[[list[Completion], dict[int, str | None]], None]
+"""Called with a written batch and its exceptions, by execution id: the job's state where it
+is not the one named like the attempt's outcome, None where the attempt was fenced off."""
 Failed = Callable[[list[Completion], BaseException], None]
 """Called with a batch the database would not take (after the executor's own retries)."""
 
@@ -53,7 +52,7 @@ class Completer:
 
     def __init__(
         self,
-        execute: Callable[[str, dict[str, Any]], Awaitable[list[Row]]],
+        execute: Callable[[str, dict[str, Any]], Awaitable[list[tuple[Any, ...]]]],
         written: Written,
         failed: Failed,
         *,
@@ -92,7 +91,7 @@ class Completer:
             except Exception as exc:
                 self._report(self._failed, batch, exc)
                 continue
-            self._report(self._written, batch, {row["execution_id"]: row for row in found})
+            self._report(self._written, batch, {row[0]: row[1] for row in found})
 
     @staticmethod
     def _report(

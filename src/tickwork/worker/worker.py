@@ -24,10 +24,10 @@ import socket
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from tickwork.task import Task
 
 log = logging.getLogger("tickwork.worker")
+_T = TypeVar("_T")
 
 COMPLETE_RETRY_FIRST_DELAY = 0.1
 """First pause before retrying an outcome write the database refused (doubles each time)."""
@@ -71,7 +72,7 @@ WORKER_CONNECTION_OPTIONS: dict[str, Any] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per attempt, and a frozen __init__ costs 4x more
 class Outcome:
     """How one attempt ended, as this worker saw and recorded it."""
 
@@ -179,7 +180,7 @@ class Worker:
         self.watchdog: Watchdog | None = None
         self.retention: Retention | None = None
         self.scheduler_service: SchedulerService | None = None
-        self._completer = Completer(self._execute_with_retry, self._written, self._not_written)
+        self._completer = Completer(self._complete_many, self._written, self._not_written)
         self.listening = asyncio.Event()
         """Set while the LISTEN connection is up (cleared when it drops)."""
 
@@ -374,15 +375,13 @@ class Worker:
     async def _claim(self, limit: int) -> list[tuple[Job, int, float]]:
         """Claim up to ``limit`` jobs: (job, execution id, seconds it waited after it was due)."""
         assert self._pool is not None, "worker is not open"
-        params = {
+        params: dict[str, Any] = {
             "queues": self.queues,
             "limit": limit,
             "worker_id": self.id,
             "lease_ttl": self.settings.lease_ttl,
         }
-        async with self._pool.connection() as conn:
-            rows = await fetch_tuples_async(conn, self.statements["job_claim"], params)
-        return decode.claimed(rows)
+        return decode.claimed(await self._execute_tuples("job_claim", params))
 
     def _start(
         self, claimed: tuple[Job, int, float], done: asyncio.Future[Outcome] | None = None
@@ -434,18 +433,21 @@ class Worker:
             Completion(job.id, running.execution_id, state, result, error, delay)
         )
 
-    def _written(self, batch: list[Completion], found: dict[int, Row]) -> None:
+    def _written(self, batch: list[Completion], exceptions: dict[int, str | None]) -> None:
         for completion in batch:
             running = self._inflight.pop(completion.execution_id, None)
             if running is None:
                 continue  # released at shutdown meanwhile
-            row = found.get(completion.execution_id)
-            if row is None:
+            if completion.execution_id not in exceptions:  # the job's state is the outcome's
+                job_state: JobState | None = _JOB_STATE_OF[completion.state]
+            elif (state := exceptions[completion.execution_id]) is not None:
+                job_state = _JOB_STATES[state]
+            else:
+                job_state = None
                 log.warning(
                     "attempt was fenced off: its execution is no longer live",
                     extra={"job_id": completion.job_id, "execution_id": completion.execution_id},
                 )
-            job_state = None if row is None else _JOB_STATES[row["state"]]
             self._finished(running, completion.state, job_state, completion.error)
 
     def _not_written(self, batch: list[Completion], exc: BaseException) -> None:
@@ -735,14 +737,25 @@ class Worker:
         async with self._pool.connection() as conn:
             return await fetch_async(conn, self.statements[name], params)
 
+    async def _execute_tuples(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        assert self._pool is not None, "worker is not open"
+        async with self._pool.connection() as conn:
+            return await fetch_tuples_async(conn, self.statements[name], params)
+
+    async def _complete_many(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return await self._with_retry(name, lambda: self._execute_tuples(name, params))
+
     async def _execute_with_retry(self, name: str, params: dict[str, Any]) -> list[Row]:
+        return await self._with_retry(name, lambda: self._execute(name, params))
+
+    async def _with_retry(self, name: str, call: Callable[[], Awaitable[_T]]) -> _T:
         # An outcome must not be lost to a brief outage. Retry for about one lease TTL; after
         # that the watchdog reclaims the attempt anyway and a late write would be fenced.
         delay = COMPLETE_RETRY_FIRST_DELAY
         waited = 0.0
         while True:
             try:
-                return await self._execute(name, params)
+                return await call()
             except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as exc:
                 if waited >= self.settings.lease_ttl:
                     raise
@@ -756,6 +769,12 @@ class Worker:
 
 
 _JOB_STATES = {state.value: state for state in JobState}
+_JOB_STATE_OF = {
+    ExecutionState.SUCCEEDED: JobState.SUCCEEDED,
+    ExecutionState.FAILED: JobState.FAILED,
+    ExecutionState.CANCELLED: JobState.CANCELLED,
+}
+"""The job's state after an outcome, unless job_complete_many reports otherwise."""
 
 
 class _NoTimeout:

@@ -179,8 +179,13 @@ WITH done AS (
     FROM finished f
     WHERE f.state IN ('CANCELLED', 'DEAD_LETTER')
 )
-SELECT f.id AS job_id, f.execution_id, f.state
-FROM finished f;
+-- The answer lists only the exceptions, so the usual batch answers with no rows at all: an
+-- attempt whose job did not end in the state named like its outcome (a retry dead-lettered,
+-- a cancel honoured), or that was fenced off (state NULL).
+SELECT d.execution_id, f.state
+FROM done d
+LEFT JOIN finished f ON f.execution_id = d.execution_id
+WHERE f.state IS DISTINCT FROM d.outcome;
 
 -- name: job_cancel
 -- Cancel the jobs %(job_ids)s (one or many). PENDING or FAILED (awaiting retry): cancel at
