@@ -47,7 +47,9 @@ WITH expired AS (
             WHEN j.cancel_requested_at IS NOT NULL OR j.attempts >= j.max_attempts THEN now()
         END
     FROM timed_out t
-    WHERE j.id = t.job_id AND j.state = 'RUNNING'
+    WHERE j.id = t.job_id
+      AND j.id = ANY(ARRAY(SELECT job_id FROM timed_out))  -- by primary key, never a join scan
+      AND j.state = 'RUNNING'
     RETURNING j.id, j.state, j.queue, t.id AS execution_id, t.worker_id
 ), audit AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
@@ -85,7 +87,9 @@ WITH released AS (
         run_at = now(),
         finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL THEN now() END
     FROM released r
-    WHERE j.id = r.job_id AND j.state = 'RUNNING'
+    WHERE j.id = r.job_id
+      AND j.id = ANY(ARRAY(SELECT job_id FROM released))  -- by primary key, never a join scan
+      AND j.state = 'RUNNING'
     RETURNING j.id, j.state, j.queue, r.id AS execution_id, r.worker_id
 ), audit AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
