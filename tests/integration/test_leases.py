@@ -165,3 +165,47 @@ async def test_renewal_extends_leases_in_one_statement_and_detects_loss(
         ExecutionState.TIMED_OUT,
         ExecutionState.SUCCEEDED,
     ]
+
+
+async def test_renewal_passes_over_a_locked_attempt_without_waiting_or_calling_it_lost(
+    app: App, sql: psycopg.Connection[Any], background: Any
+) -> None:
+    # A completion locks its executions in its own order; a renewal that waited for such a
+    # lock could deadlock with it. The renewal skips the locked row: neither renewed nor lost.
+    started = asyncio.Event()
+    release = threading.Event()
+    loop = asyncio.get_running_loop()
+
+    @app.task(pass_context=True)
+    def hold(ctx: JobContext) -> str:
+        loop.call_soon_threadsafe(started.set)
+        while not ctx.wait_for_cancel(timeout=0.01):
+            if release.is_set():
+                return "released"
+        return "told to stop"
+
+    job = hold.defer()
+
+    def lease() -> Any:
+        row = sql.execute(
+            "SELECT lease_expires_at FROM executions WHERE job_id = %s AND state = 'RUNNING'",
+            [job.id],
+        ).fetchone()
+        assert row is not None
+        return row[0]
+
+    async with background(app, lease_renew_interval=3600, lease_ttl=7200) as (worker, out):
+        await asyncio.wait_for(started.wait(), out.HANG_GUARD)
+        before = lease()
+        with sql.transaction():
+            sql.execute("SELECT 1 FROM executions WHERE job_id = %s FOR UPDATE", [job.id])
+            # would block on the row lock until the guard fires if the renewal waited
+            await asyncio.wait_for(worker.renew_leases(), out.HANG_GUARD)
+        assert lease() == before  # not renewed while locked
+        await worker.renew_leases()
+        assert lease() > before  # renewed once the lock is gone
+        release.set()
+        outcome = await out.for_job(job.id)
+
+    assert outcome.job_state is JobState.SUCCEEDED
+    assert app.get_job(job.id).result == "released"  # never told it had lost its lease

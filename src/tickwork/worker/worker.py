@@ -353,7 +353,7 @@ class Worker:
         try:
             while not self._stop.is_set():
                 self._wake.clear()
-                free = self.concurrency - self._busy - self._reserved
+                free = self._free_slots()
                 while free > 0 and (
                     not claims or (len(claims) < CLAIMS_IN_FLIGHT and self._capacity_bound)
                 ):
@@ -372,6 +372,15 @@ class Worker:
         finally:
             if claims:  # their rows are started, so the shutdown drain sees them
                 await asyncio.wait(claims)
+
+    def _free_slots(self) -> int:
+        # An attempt whose handler returned holds no slot while its outcome waits for the
+        # write, up to one concurrency's worth of such outcomes; beyond that claims wait for
+        # the writes, so a database slower to record than to hand out work cannot make the
+        # backlog of unwritten outcomes (and the memory holding them) grow without bound.
+        unwritten = len(self._inflight) - self._busy
+        backlog = max(0, unwritten - self.concurrency)
+        return self.concurrency - self._busy - self._reserved - backlog
 
     async def _claim_and_start(self, limit: int) -> None:
         claimed: list[tuple[Job, int, float]] = []
@@ -457,6 +466,8 @@ class Worker:
         )
 
     def _written(self, batch: list[Completion], exceptions: dict[int, str | None]) -> None:
+        if self._capacity_bound:
+            self._wake.set()  # slots held back by the backlog of unwritten outcomes free up
         for completion in batch:
             running = self._inflight.pop(completion.execution_id, None)
             if running is None:
@@ -628,11 +639,12 @@ class Worker:
                 "lease_ttl": self.settings.lease_ttl,
             },
         )
-        alive = {row["id"]: row["cancel_requested"] for row in found}
+        alive = {row["id"]: row["cancel_requested"] for row in found if row["renewed"]}
+        busy = {row["id"] for row in found if not row["renewed"]}
         for execution_id in ids:
             running = self._inflight.get(execution_id)
-            if running is None or not running.in_handler:
-                continue  # finished: its outcome write is what changed the state
+            if running is None or not running.in_handler or execution_id in busy:
+                continue  # finished (its outcome write changed the state), or decided later
             if execution_id not in alive:
                 self._interrupt(running, "lease_lost")
             elif alive[execution_id]:

@@ -1,17 +1,37 @@
 -- Statements on the executions table (one row per attempt; the row carries the lease).
 
 -- name: execution_renew_leases
--- Extend the leases of a worker's in-flight attempts, one statement per interval. An id
--- missing from the result has lost its lease (reclaimed or released): the worker stops
--- treating it as live. The job is read, not locked, to report cancel requests.
-UPDATE {schema}.executions e
-SET lease_expires_at = now() + make_interval(secs => %(lease_ttl)s)
-FROM {schema}.jobs j
-WHERE e.job_id = ANY(%(job_ids)s::bigint[])  -- the primary key's leading column
+-- Extend the leases of a worker's in-flight attempts, one statement per interval. The answer
+-- has a row per attempt still RUNNING: renewed, or busy (locked by another statement right
+-- now, so neither renewed nor known lost; the next renewal decides). An id missing from the
+-- answer has lost its lease (reclaimed or released): the worker stops treating it as live.
+-- The job is read, not locked, to report cancel requests.
+-- SKIP LOCKED, not a wait: a locked row is being completed by this worker (whose outcome
+-- write needs no lease) or reclaimed by the watchdog; waiting could deadlock with the
+-- completion, which locks the same rows in another order.
+WITH live AS (
+    SELECT job_id, id
+    FROM {schema}.executions
+    WHERE job_id = ANY(%(job_ids)s::bigint[])  -- the primary key's leading column
+      AND id = ANY(%(execution_ids)s::bigint[])
+      AND state = 'RUNNING'  -- fencing: never revive a reclaimed attempt
+    FOR UPDATE SKIP LOCKED
+), renewed AS (
+    UPDATE {schema}.executions e
+    SET lease_expires_at = now() + make_interval(secs => %(lease_ttl)s)
+    FROM live l, {schema}.jobs j
+    WHERE e.job_id = l.job_id AND e.id = l.id
+      AND j.id = e.job_id
+    RETURNING e.id, (j.cancel_requested_at IS NOT NULL) AS cancel_requested
+)
+SELECT id, cancel_requested, true AS renewed FROM renewed
+UNION ALL
+SELECT e.id, false, false
+FROM {schema}.executions e
+WHERE e.job_id = ANY(%(job_ids)s::bigint[])
   AND e.id = ANY(%(execution_ids)s::bigint[])
-  AND e.state = 'RUNNING'  -- fencing: never revive a reclaimed attempt
-  AND j.id = e.job_id
-RETURNING e.id, (j.cancel_requested_at IS NOT NULL) AS cancel_requested;
+  AND e.state = 'RUNNING'
+  AND e.id <> ALL(ARRAY(SELECT id FROM live));  -- RUNNING but locked: busy
 
 -- name: execution_reclaim_expired
 -- The watchdog: attempts whose lease expired become TIMED_OUT and their jobs go back to
