@@ -516,6 +516,12 @@ def _in_order(found: list[Row], plan: InsertPlan) -> list[Job]:
     """Jobs in input order. New rows got ids in input order; a duplicate comes back whole, as
     the job holding its key, so keyed rows are matched by key first."""
     answer = found[0]
+    if plan.statement == "job_insert":  # one job, answered with scalars
+        if answer["existing"] is not None:
+            return [decode.duplicate_job(answer["existing"])]
+        return [
+            decode.inserted_job(plan.sent[0], answer["id"], plan.sent_args[0], answer["created_at"])
+        ]
     if not answer["duplicates"] and len(plan.position) == len(plan.sent):
         # the common case: every row new, sent once each, ids in input order
         created_at = answer["created_at"]

@@ -43,8 +43,8 @@ SELECT coalesce(array_agg(id ORDER BY id) FILTER (WHERE NOT duplicate), '{}') AS
 FROM inserted;
 
 -- name: job_insert
--- One job: the same rules and the same answer as job_insert_many, in the cheapest form (a
--- single-row VALUES).
+-- One job: the same rules as job_insert_many, in the cheapest form (a single-row VALUES),
+-- answered with scalars (the new id, or the whole job holding the key; now()).
 WITH inserted AS (
     INSERT INTO {schema}.jobs AS j
         (queue, task, args, priority, max_attempts, run_at, timeout, unique_key, created_by)
@@ -59,10 +59,7 @@ WITH inserted AS (
 ), notify AS (
     SELECT pg_notify('{schema}.jobs', queue) FROM inserted WHERE NOT duplicate AND run_at <= now()
 )
-SELECT CASE WHEN duplicate THEN '{}' ELSE ARRAY[id] END AS ids,
-       CASE WHEN duplicate THEN jsonb_build_array(existing) ELSE '[]' END AS duplicates,
-       now() AS created_at,
-       (SELECT count(*) FROM notify) AS notified
+SELECT id, existing, now() AS created_at, (SELECT count(*) FROM notify) AS notified
 FROM inserted;
 
 -- name: job_get
