@@ -26,6 +26,48 @@ async def test_notify_wakes_an_idle_worker(app: App, background: Any) -> None:
     assert outcome.job_state is JobState.SUCCEEDED
 
 
+async def test_notify_during_a_claim_in_flight_is_not_lost(
+    app: App, background: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A NOTIFY that arrives while a claim is on the database (and no second claim may start)
+    # must still lead to a claim once that one returns, not wait for the poll interval.
+    from tickwork.worker.worker import Worker
+
+    held = asyncio.Event()
+    gate = asyncio.Event()
+    woken = asyncio.Event()  # a pass of the claim loop ran while the claim of a was held
+    original_claim = Worker._claim
+    original_free = Worker._free_slots
+
+    async def first_claim_held(self: Worker, limit: int) -> Any:
+        claimed = await original_claim(self, limit)
+        if claimed and not held.is_set():
+            held.set()
+            await gate.wait()  # the claim of job a is still "in flight" for the worker
+        return claimed
+
+    def free_slots(self: Worker) -> int:
+        if held.is_set():
+            woken.set()
+        return original_free(self)
+
+    monkeypatch.setattr(Worker, "_claim", first_claim_held)
+    monkeypatch.setattr(Worker, "_free_slots", free_slots)
+
+    @app.task
+    def ping(n: int) -> int:
+        return n
+
+    async with background(app, poll_interval=NEVER) as (_, outcomes):
+        a = await ping.defer_async(n=1)
+        await asyncio.wait_for(held.wait(), outcomes.HANG_GUARD)
+        b = await ping.defer_async(n=2)
+        await asyncio.wait_for(woken.wait(), outcomes.HANG_GUARD)  # b's NOTIFY, no claim yet
+        gate.set()
+        assert (await outcomes.for_job(a.id)).job_state is JobState.SUCCEEDED
+        assert (await outcomes.for_job(b.id)).job_state is JobState.SUCCEEDED
+
+
 async def test_notification_from_a_committed_caller_transaction(
     app: App, background: Any, database_url: str
 ) -> None:

@@ -76,10 +76,16 @@ class Completer:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write(), name="tickwork-complete")
 
-    async def flush(self) -> None:
-        """Wait until every outcome submitted so far has been written (or has failed)."""
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every outcome submitted so far has been written (or has failed), at
+        most ``timeout`` seconds; True when nothing is left to write."""
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
         while self._writer is not None and not self._writer.done():
-            await asyncio.wait([self._writer])  # a cancelled caller leaves the writer be
+            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            if left is not None and left <= 0:
+                return False
+            await asyncio.wait([self._writer], timeout=left)  # a cancelled caller leaves it be
+        return True
 
     async def _write(self) -> None:
         await asyncio.sleep(0)  # let outcomes finishing in this same loop turn join the batch

@@ -186,6 +186,7 @@ class Worker:
         self._capacity_bound = False  # the last claim came back full: the queue may hold more
         self._busy = 0  # attempts whose handler has not returned yet (their slots are taken)
         self._reserved = 0  # slots promised to claims in flight
+        self._claim_owed = False  # the claim loop was woken but could not claim yet
         self.watchdog: Watchdog | None = None
         self.retention: Retention | None = None
         self.scheduler_service: SchedulerService | None = None
@@ -341,7 +342,13 @@ class Worker:
         claimed = await self._claim(self.concurrency)
         loop = asyncio.get_running_loop()
         attempts = [self._start(row, loop.create_future()) for row in claimed]
-        return RunOnceResult(list(await asyncio.gather(*(a.done for a in attempts if a.done))))
+        try:
+            return RunOnceResult(list(await asyncio.gather(*(a.done for a in attempts if a.done))))
+        except asyncio.CancelledError:
+            for attempt in attempts:  # the caller gave up: so do the handlers
+                if attempt.runner is not None:
+                    attempt.runner.cancel()
+            raise
 
     # -- claiming -----------------------------------------------------------------------
 
@@ -354,9 +361,14 @@ class Worker:
             while not self._stop.is_set():
                 self._wake.clear()
                 free = self._free_slots()
+                # Whatever woke this pass (a NOTIFY, a freed slot) is owed a claim that starts
+                # after it: if none can start now, the claim in flight, a freed slot or a
+                # written batch wakes the loop again instead of the wake being used up.
+                self._claim_owed = True
                 while free > 0 and (
                     not claims or (len(claims) < CLAIMS_IN_FLIGHT and self._capacity_bound)
                 ):
+                    self._claim_owed = False
                     limit = min(free, self._claim_batch)
                     self._reserved += limit
                     free -= limit
@@ -386,12 +398,14 @@ class Worker:
         claimed: list[tuple[Job, int, float]] = []
         try:
             claimed = await self._claim(limit)
-        except (psycopg.Error, OSError) as exc:
+        except Exception as exc:  # jobs a failed decode left RUNNING go back via the watchdog
             log.error("claim failed; retrying after the poll interval", extra={"error": str(exc)})
             self._capacity_bound = False
             return
         finally:
             self._reserved -= limit
+            if self._claim_owed:
+                self._wake.set()
         for row in claimed:
             self._start(row)
         # A full batch: the queue may hold more, so claim again as soon as slots free up.
@@ -442,10 +456,12 @@ class Worker:
                 # The slot frees when the handler returns, not when its outcome is written:
                 # the next claim then overlaps with the previous batch's outcome write.
                 self._busy -= 1
-                if self._capacity_bound:
+                if self._capacity_bound or self._claim_owed:
                     self._wake.set()
-        except BaseException:
+        except BaseException as exc:
             self._inflight.pop(running.execution_id, None)  # the worker is being torn down
+            if running.done is not None and not running.done.done():
+                running.done.set_exception(exc)
             raise
         if running.cut:
             # handed back by _drain with execution_release_many, not recorded here
@@ -466,23 +482,31 @@ class Worker:
         )
 
     def _written(self, batch: list[Completion], exceptions: dict[int, str | None]) -> None:
-        if self._capacity_bound:
+        if self._capacity_bound or self._claim_owed:
             self._wake.set()  # slots held back by the backlog of unwritten outcomes free up
         for completion in batch:
             running = self._inflight.pop(completion.execution_id, None)
             if running is None:
                 continue  # released at shutdown meanwhile
-            if completion.execution_id not in exceptions:  # the job's state is the outcome's
-                job_state: JobState | None = _JOB_STATE_OF[completion.state]
-            elif (state := exceptions[completion.execution_id]) is not None:
-                job_state = _JOB_STATES[state]
-            else:
-                job_state = None
-                log.warning(
-                    "attempt was fenced off: its execution is no longer live",
-                    extra={"job_id": completion.job_id, "execution_id": completion.execution_id},
-                )
-            self._finished(running, completion.state, job_state, completion.error)
+            try:
+                self._written_one(running, completion, exceptions)
+            except Exception:  # one attempt's report must not strand the rest of the batch
+                log.exception("finishing an attempt failed", extra={"job_id": completion.job_id})
+
+    def _written_one(
+        self, running: _Running, completion: Completion, exceptions: dict[int, str | None]
+    ) -> None:
+        if completion.execution_id not in exceptions:  # the job's state is the outcome's
+            job_state: JobState | None = _JOB_STATE_OF[completion.state]
+        elif (state := exceptions[completion.execution_id]) is not None:
+            job_state = _JOB_STATES[state]
+        else:
+            job_state = None
+            log.warning(
+                "attempt was fenced off: its execution is no longer live",
+                extra={"job_id": completion.job_id, "execution_id": completion.execution_id},
+            )
+        self._finished(running, completion.state, job_state, completion.error)
 
     def _not_written(self, batch: list[Completion], exc: BaseException) -> None:
         # The watchdog reclaims these attempts once their leases expire; they run again.
@@ -738,7 +762,9 @@ class Worker:
                 extra={"in_flight": len(runners), "grace": self.settings.shutdown_grace},
             )
             await asyncio.wait(runners, timeout=max(self.settings.shutdown_grace, 0.001))
-        await self._completer.flush()  # the attempts that finished are recorded, not released
+        # The attempts that finished are recorded, not released; a database that is down
+        # does not hold shutdown past the settle time (unwritten attempts are reclaimed).
+        await self._completer.flush(timeout=SHUTDOWN_SETTLE_TIMEOUT)
         left = list(self._inflight.values())
         if not left:
             return
@@ -747,7 +773,7 @@ class Worker:
         settling = [r.runner for r in left if r.runner is not None and not r.runner.done()]
         if settling:
             await asyncio.wait(settling, timeout=SHUTDOWN_SETTLE_TIMEOUT)
-        await self._completer.flush()  # those that finished normally while settling
+        await self._completer.flush(timeout=SHUTDOWN_SETTLE_TIMEOUT)  # finished while settling
         left = [r for r in left if r.execution_id in self._inflight]
         if not left:
             return
@@ -787,19 +813,18 @@ class Worker:
         # An outcome must not be lost to a brief outage. Retry for about one lease TTL; after
         # that the watchdog reclaims the attempt anyway and a late write would be fenced.
         delay = COMPLETE_RETRY_FIRST_DELAY
-        waited = 0.0
+        give_up_at = time.monotonic() + self.settings.lease_ttl  # waits for the pool count too
         while True:
             try:
                 return await call()
             except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as exc:
-                if waited >= self.settings.lease_ttl:
+                if time.monotonic() >= give_up_at:
                     raise
                 log.warning(
                     "database unavailable; retrying",
                     extra={"statement": name, "error": str(exc), "retry_in": delay},
                 )
                 await asyncio.sleep(delay)
-                waited += delay
                 delay = min(delay * 2, RECONNECT_MAX_DELAY)
 
 

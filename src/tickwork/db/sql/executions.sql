@@ -15,7 +15,7 @@ WITH live AS (
     WHERE job_id = ANY(%(job_ids)s::bigint[])  -- the primary key's leading column
       AND id = ANY(%(execution_ids)s::bigint[])
       AND state = 'RUNNING'  -- fencing: never revive a reclaimed attempt
-    FOR UPDATE SKIP LOCKED
+    FOR NO KEY UPDATE SKIP LOCKED  -- the lock the UPDATE below takes anyway
 ), renewed AS (
     UPDATE {schema}.executions e
     SET lease_expires_at = now() + make_interval(secs => %(lease_ttl)s)
