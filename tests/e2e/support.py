@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +67,16 @@ class Processes:
             if proc.poll() is None:
                 proc.kill()
             proc.wait(HANG_GUARD)
+
+
+@contextlib.contextmanager
+def spawner(
+    env: dict[str, str], log_dir: Path, *args: str
+) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """``spawn(name, **extra_env)`` starts ``tickwork ARGS`` (logging to ``name``.log); every
+    process started is killed on exit."""
+    procs = Processes(env, log_dir)
+    try:
+        yield lambda name, **extra: procs.start(name, *args, **extra)
+    finally:
+        procs.close()

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from .support import Processes, wait_for
+from .support import spawner, wait_for
 
 pytestmark = pytest.mark.e2e
 HERE = Path(__file__).parent
@@ -32,10 +32,9 @@ def spawn(db_env: dict[str, str], tmp_path: Path) -> Iterator[Any]:
         TICKWORK_SCHEDULER__INTERVAL="0.2",
         TICKWORK_RETENTION__ENABLED="false",
     )
-    procs = Processes(env, tmp_path)
     args = ("worker", "--app", "schedule_app:app", "--queues", "other", "--log-level", "INFO")
-    yield lambda name: procs.start(name, *args)
-    procs.close()
+    with spawner(env, tmp_path, *args) as spawn:
+        yield spawn
 
 
 def holder_pid(sql: psycopg.Connection[Any]) -> int | None:

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from .support import HANG_GUARD, Processes, wait_for
+from .support import HANG_GUARD, spawner, wait_for
 
 pytestmark = pytest.mark.e2e
 HERE = Path(__file__).parent
@@ -31,10 +31,9 @@ def spawn(db_env: dict[str, str], tmp_path: Path) -> Iterator[Any]:
         TICKWORK_SIGNALS__REACTORS='{"a": {"enabled": true}, "b": {"enabled": true}}',
         TICKWORK_SIGNALS__DEBOUNCE='{"CRASH_TEST": 0}',
     )
-    procs = Processes(env, tmp_path)
     args = ("serve", "--app", "signal_crash_app:app", "--roles", "signals", "--log-level", "INFO")
-    yield lambda name, **extra: procs.start(name, *args, **extra)
-    procs.close()
+    with spawner(env, tmp_path, *args) as spawn:
+        yield spawn
 
 
 def test_killed_processor_mid_reactor_is_recovered_once(
