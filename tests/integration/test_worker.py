@@ -156,6 +156,47 @@ async def test_concurrency_bounds_attempts_in_flight(app: App, background: Any) 
     assert {app.get_job(j.id).state for j in jobs} == {JobState.SUCCEEDED}
 
 
+async def test_claims_wait_while_outcomes_pile_up_unwritten(
+    app: App, background: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A slot frees when its handler returns, before the outcome is written; but with one
+    # concurrency's worth of outcomes already waiting for a write, claims stop until the
+    # writes catch up (memory stays bounded when the database records slower than it hands out).
+    from tickwork.worker.worker import Worker
+
+    gate = asyncio.Event()
+    writing = asyncio.Event()
+    original = Worker._complete_many
+
+    async def held_write(self: Worker, name: str, params: dict[str, Any]) -> Any:
+        writing.set()
+        await gate.wait()
+        return await original(self, name, params)
+
+    monkeypatch.setattr(Worker, "_complete_many", held_write)
+
+    @app.task
+    async def quick() -> None:
+        pass
+
+    jobs = app.enqueue_many([quick.spec() for _ in range(12)])
+    async with background(app, concurrency=2) as (worker, outcomes):
+        await asyncio.wait_for(writing.wait(), outcomes.HANG_GUARD)
+
+        async def backlog_full() -> None:
+            while worker.in_flight < 4:  # 2 outcomes in the held write + 2 waiting
+                await asyncio.wait_for(worker._wake.wait(), outcomes.HANG_GUARD)
+                await asyncio.sleep(0)
+
+        await asyncio.wait_for(backlog_full(), outcomes.HANG_GUARD)
+        assert worker.in_flight == 4  # not the 12 the queue holds
+        assert worker._free_slots() == 0
+        gate.set()
+        for _ in jobs:
+            await outcomes.next()
+    assert {app.get_job(j.id).state for j in jobs} == {JobState.SUCCEEDED}
+
+
 async def test_stop_releases_unfinished_attempts_back_to_pending(app: App, background: Any) -> None:
     started_async = asyncio.Event()
     started_sync = asyncio.Event()
