@@ -458,7 +458,9 @@ class App:
         vacuum, with warnings past the thresholds."""
         from tickwork.health import DEFAULT_XMIN_WARNING_SECONDS, check
 
-        threshold = xmin_warning_seconds or DEFAULT_XMIN_WARNING_SECONDS
+        threshold = (
+            DEFAULT_XMIN_WARNING_SECONDS if xmin_warning_seconds is None else xmin_warning_seconds
+        )
         with self.db.pool().connection() as conn:
             return check(conn, self.db.statements, xmin_warning_seconds=threshold)
 

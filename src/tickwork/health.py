@@ -107,6 +107,11 @@ def check(
         for r in fetch(conn, statements["health_xmin_horizon"], {"limit": XMIN_HOLDERS_SHOWN})
     ]
     warnings = []
+    if not tables:
+        warnings.append(
+            f"schema {statements.schema!r} holds no tables: tickwork is not set up in this"
+            " database yet (run `tickwork migrate`), or the app is configured with another schema"
+        )
     if not fetch(conn, statements["health_autovacuum"], {})[0]["autovacuum"]:
         warnings.append(
             "the server's autovacuum is off: dead rows are reclaimed only by tickwork's retention"

@@ -24,3 +24,13 @@ def test_old_open_transaction_is_named_in_a_warning(app: App, database_url: str)
         holder.rollback()
         after = app.health(xmin_warning_seconds=1e-9)
     assert not any("forgotten-report" in w for w in after.warnings)
+
+
+def test_a_schema_without_tables_is_reported_not_shown_as_healthy(database_url: str) -> None:
+    absent = App(database_url=database_url, schema="tickwork_never_migrated")
+    try:
+        report = absent.health()
+    finally:
+        absent.db.close()
+    assert report.tables == []
+    assert any("'tickwork_never_migrated' holds no tables" in w for w in report.warnings)
