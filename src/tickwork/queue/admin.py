@@ -30,11 +30,11 @@ MAX_BULK = 10_000
 THROUGHPUT_WINDOW = 300.0
 """Seconds over which a queue's recent throughput is counted."""
 WORKER_STALE_AFTER = 120.0
+"""A worker not seen for this long is not listed as live."""
 OPERATIONS = {"retry": "job_retry", "cancel": "job_cancel"}
 """Operator actions on jobs, by the statement that performs them."""
 ALLOWED_FROM = {"retry": ["DEAD_LETTER", "FAILED"], "cancel": ["PENDING", "FAILED", "RUNNING"]}
 """The states each action applies to (the statements hold the same rule)."""
-"""A worker not seen for this long is not listed as live."""
 
 
 @dataclass(frozen=True, slots=True)

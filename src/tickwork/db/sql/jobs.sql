@@ -127,12 +127,16 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- array of {job_id, execution_id, outcome, result, error, retry_delay}). Fencing: an attempt is
 -- recorded only while its execution is still RUNNING; a worker whose lease was reclaimed
 -- changes 0 rows and cannot overwrite a newer attempt. The execution row is locked first,
--- then the job (the global lock order).
+-- then the job (the global lock order), and both in job id order, as job_cancel and job_retry
+-- lock jobs: the batch comes in the order attempts finished, and a statement that locked a
+-- later job before an earlier one could deadlock with a bulk cancel (each join below keeps
+-- the order of its sorted input or reads an index in the same order).
 WITH done AS (
     SELECT *
     FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS d(
         job_id bigint, execution_id bigint, outcome text, result jsonb, error jsonb,
         retry_delay float8)
+    ORDER BY job_id  -- lock order: see above
 ), fenced AS (
     UPDATE {schema}.executions e
     SET state = d.outcome, finished_at = now(), error = d.error

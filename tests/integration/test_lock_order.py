@@ -1,0 +1,110 @@
+"""Statements that lock several jobs take the locks in job id order, so two of them waiting
+on each other's rows cannot deadlock (PostgreSQL would abort one after deadlock_timeout)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from tickwork import App, JobState
+
+HANG_GUARD = 60.0  # not a timing assertion: only stops a broken test from hanging
+
+
+def waiting_for_a_lock(url: str, pid: int) -> None:
+    """Return once backend ``pid`` waits for a row lock (there is no event to await)."""
+    deadline = time.monotonic() + HANG_GUARD
+    # autocommit: inside a transaction pg_stat_activity would be read once and kept
+    with psycopg.connect(url, autocommit=True) as watch:
+        while time.monotonic() < deadline:
+            row = watch.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [pid]
+            ).fetchone()
+            if row is not None and row[0] == "Lock":
+                return
+            time.sleep(0.005)
+    raise AssertionError(f"backend {pid} never waited for a lock")
+
+
+class Blocked:
+    """One statement run on its own connection in a thread; ``error`` holds what it raised."""
+
+    def __init__(self, url: str, run: Callable[[psycopg.Connection[Any]], object]) -> None:
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.pid = self.conn.info.backend_pid
+        self.error: BaseException | None = None
+        self._run = run
+        self._thread = threading.Thread(target=self._target)
+        self._thread.start()
+
+    def _target(self) -> None:
+        try:
+            self._run(self.conn)
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            self.error = exc
+
+    def join(self) -> None:
+        self._thread.join(HANG_GUARD)
+        assert not self._thread.is_alive(), "statement still blocked"
+        self.conn.close()
+
+
+async def test_completion_batch_and_bulk_cancel_do_not_deadlock(
+    app: App, sql: psycopg.Connection[Any], database_url: str
+) -> None:
+    @app.task()
+    def work() -> None:
+        return None
+
+    first, second = work.defer(), work.defer()
+    # a table of realistic size, so the statements are planned as in production (index
+    # scans; on a near-empty table a sequential scan locks rows in physical order instead)
+    app.enqueue_many([{"task": work.name, "queue": "elsewhere"} for _ in range(2000)])
+    sql.execute("ANALYZE jobs")
+    sql.execute("ANALYZE executions")
+    async with app.worker() as worker:
+        claimed = await worker._claim(2)
+    execution = {job.id: execution_id for job, execution_id, _ in claimed}
+    statements = app.db.statements
+    # The outcomes arrive in the order the attempts happened to finish: here the later job
+    # first. A completion that locked jobs in that order would hold `second` and wait for
+    # `first` while the cancel holds `first` and waits for `second`.
+    outcomes = json.dumps(
+        [
+            {
+                "job_id": job_id,
+                "execution_id": execution[job_id],
+                "outcome": "SUCCEEDED",
+                "result": None,
+                "error": None,
+                "retry_delay": 0,
+            }
+            for job_id in (second.id, first.id)
+        ]
+    )
+    with sql.transaction():
+        # a third party holds `first`, so both statements queue behind it, cancel first
+        sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [first.id])
+        cancel = Blocked(
+            database_url,
+            lambda conn: conn.execute(
+                statements["job_cancel"], {"job_ids": [first.id, second.id], "actor": "test"}
+            ),
+        )
+        waiting_for_a_lock(database_url, cancel.pid)
+        complete = Blocked(
+            database_url,
+            lambda conn: conn.execute(statements["job_complete_many"], {"outcomes": outcomes}),
+        )
+        waiting_for_a_lock(database_url, complete.pid)
+    cancel.join()
+    complete.join()
+
+    assert cancel.error is None and complete.error is None, (cancel.error, complete.error)
+    # the cancel was recorded first; each attempt then completed and honoured it
+    assert [app.get_job(j.id).state for j in (first, second)] == [JobState.CANCELLED] * 2
