@@ -54,14 +54,15 @@ class Blocked:
         self.conn.close()
 
 
-async def test_completion_batch_and_bulk_cancel_do_not_deadlock(
-    app: App, sql: psycopg.Connection[Any], database_url: str
-) -> None:
+async def two_running_jobs(app: App, sql: psycopg.Connection[Any]) -> dict[int, int]:
+    """Two jobs claimed (RUNNING, one live execution each): execution id by job id, the
+    jobs in id order."""
+
     @app.task()
     def work() -> None:
         return None
 
-    first, second = work.defer(), work.defer()
+    work.defer(), work.defer()
     # a table of realistic size, so the statements are planned as in production (index
     # scans; on a near-empty table a sequential scan locks rows in physical order instead)
     app.enqueue_many([{"task": work.name, "queue": "elsewhere"} for _ in range(2000)])
@@ -69,8 +70,40 @@ async def test_completion_batch_and_bulk_cancel_do_not_deadlock(
     sql.execute("ANALYZE executions")
     async with app.worker() as worker:
         claimed = await worker._claim(2)
-    execution = {job.id: execution_id for job, execution_id, _ in claimed}
-    statements = app.db.statements
+    return {job.id: execution_id for job, execution_id, _ in sorted(claimed, key=lambda c: c[0].id)}
+
+
+def race_with_bulk_cancel(
+    app: App,
+    sql: psycopg.Connection[Any],
+    url: str,
+    jobs: list[int],
+    other: Callable[[psycopg.Connection[Any]], object],
+) -> None:
+    """A bulk cancel of ``jobs`` waits for the first job's lock; ``other`` then runs and
+    waits too; the lock is let go. Neither may fail (a deadlock aborts one of them)."""
+    with sql.transaction():
+        # a third party holds the first job, so both statements queue behind it, cancel first
+        sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [jobs[0]])
+        cancel = Blocked(
+            url,
+            lambda conn: conn.execute(
+                app.db.statements["job_cancel"], {"job_ids": jobs, "actor": "test"}
+            ),
+        )
+        waiting_for_a_lock(url, cancel.pid)
+        rival = Blocked(url, other)
+        waiting_for_a_lock(url, rival.pid)
+    cancel.join()
+    rival.join()
+    assert cancel.error is None and rival.error is None, (cancel.error, rival.error)
+
+
+async def test_completion_batch_and_bulk_cancel_do_not_deadlock(
+    app: App, sql: psycopg.Connection[Any], database_url: str
+) -> None:
+    execution = await two_running_jobs(app, sql)
+    first, second = execution
     # The outcomes arrive in the order the attempts happened to finish: here the later job
     # first. A completion that locked jobs in that order would hold `second` and wait for
     # `first` while the cancel holds `first` and waits for `second`.
@@ -84,27 +117,43 @@ async def test_completion_batch_and_bulk_cancel_do_not_deadlock(
                 "error": None,
                 "retry_delay": 0,
             }
-            for job_id in (second.id, first.id)
+            for job_id in (second, first)
         ]
     )
-    with sql.transaction():
-        # a third party holds `first`, so both statements queue behind it, cancel first
-        sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [first.id])
-        cancel = Blocked(
-            database_url,
-            lambda conn: conn.execute(
-                statements["job_cancel"], {"job_ids": [first.id, second.id], "actor": "test"}
-            ),
-        )
-        waiting_for_a_lock(database_url, cancel.pid)
-        complete = Blocked(
-            database_url,
-            lambda conn: conn.execute(statements["job_complete_many"], {"outcomes": outcomes}),
-        )
-        waiting_for_a_lock(database_url, complete.pid)
-    cancel.join()
-    complete.join()
-
-    assert cancel.error is None and complete.error is None, (cancel.error, complete.error)
+    race_with_bulk_cancel(
+        app,
+        sql,
+        database_url,
+        [first, second],
+        lambda conn: conn.execute(app.db.statements["job_complete_many"], {"outcomes": outcomes}),
+    )
     # the cancel was recorded first; each attempt then completed and honoured it
-    assert [app.get_job(j.id).state for j in (first, second)] == [JobState.CANCELLED] * 2
+    assert [app.get_job(j).state for j in (first, second)] == [JobState.CANCELLED] * 2
+
+
+async def test_watchdog_and_bulk_cancel_do_not_deadlock(
+    app: App, sql: psycopg.Connection[Any], database_url: str
+) -> None:
+    first, second = await two_running_jobs(app, sql)
+    # the watchdog takes expired attempts oldest lease first: here the later job's
+    sql.execute(
+        "UPDATE executions SET lease_expires_at = now() - make_interval(secs => %s)"
+        " WHERE job_id = %s",
+        [2, second],
+    )
+    sql.execute(
+        "UPDATE executions SET lease_expires_at = now() - make_interval(secs => %s)"
+        " WHERE job_id = %s",
+        [1, first],
+    )
+    race_with_bulk_cancel(
+        app,
+        sql,
+        database_url,
+        [first, second],
+        lambda conn: conn.execute(
+            app.db.statements["execution_reclaim_expired"], {"limit": 10, "actor": "test"}
+        ),
+    )
+    # the cancel was recorded first; the watchdog then reclaimed both and honoured it
+    assert [app.get_job(j).state for j in (first, second)] == [JobState.CANCELLED] * 2

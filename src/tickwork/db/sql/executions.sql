@@ -68,7 +68,9 @@ WITH expired AS (
         END
     FROM timed_out t
     WHERE j.id = t.job_id
-      AND j.id = ANY(ARRAY(SELECT job_id FROM timed_out))  -- by primary key, never a join scan
+      -- by primary key, never a join scan; and so in id order, as job_cancel locks jobs (in
+      -- the order of the expired leases, a bulk cancel could deadlock with the watchdog)
+      AND j.id = ANY(ARRAY(SELECT job_id FROM timed_out))
       AND j.state = 'RUNNING'
     RETURNING j.id, j.state, j.queue, t.id AS execution_id, t.worker_id
 ), audit AS (
