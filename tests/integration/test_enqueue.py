@@ -176,6 +176,43 @@ def test_enqueue_many_keeps_input_order_and_dedupes(
     assert sql.execute("SELECT count(*) FROM jobs").fetchone() == (5,)
 
 
+@pytest.mark.parametrize("mixed", [False, True], ids=["one-value-columns", "mixed-columns"])
+def test_enqueue_many_stores_every_column_of_every_job(tasks: App, mixed: bool) -> None:
+    # A column with one value for the whole batch travels once; one that varies travels per
+    # job. Either way each job is stored as given (and as returned).
+    later = datetime.now(UTC) + timedelta(hours=1)
+    specs = [
+        JobSpec(
+            "mail.send" if mixed and n % 2 else "plain",
+            {"n": n} if not mixed or n % 2 == 0 else {"to": str(n)},
+            queue=f"q{n % 3}" if mixed else "q",
+            priority=n if mixed else 3,
+            max_attempts=n + 1 if mixed else 4,
+            run_at=later + timedelta(seconds=n) if mixed else later,
+            timeout=float(n + 1) if mixed else 2.5,
+            unique_key=f"key-{n}" if mixed else None,
+        )
+        for n in range(5)
+    ]
+    jobs = tasks.enqueue_many(specs, created_by="user:batch")
+    for spec, job in zip(specs, jobs, strict=True):
+        stored = tasks.get_job(job.id)
+        assert stored == job
+        assert (stored.task, stored.args, stored.queue, stored.priority) == (
+            spec.task,
+            spec.args,
+            spec.queue,
+            spec.priority,
+        )
+        assert (stored.max_attempts, stored.run_at, stored.timeout, stored.unique_key) == (
+            spec.max_attempts,
+            spec.run_at,
+            spec.timeout,
+            spec.unique_key,
+        )
+        assert stored.created_by == "user:batch"
+
+
 def test_enqueue_many_rejects_bad_items_by_position(tasks: App) -> None:
     with pytest.raises(EnqueueError, match=r"jobs\[1\]"):
         tasks.enqueue_many([JobSpec("plain"), {"task": "plain", "colour": "red"}])

@@ -190,18 +190,30 @@ def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
         for r in sent:
             encode_args(r.args)  # raises, naming the argument
         raise
-    params = {
-        "args": args_json,
-        "queue": [r.queue for r in sent],
-        "task": [r.task for r in sent],
-        "priority": [r.priority for r in sent],
-        "max_attempts": [r.max_attempts for r in sent],
-        "run_at": [r.run_at for r in sent],
-        "timeout": [r.timeout for r in sent],
-        "unique_key": [r.unique_key for r in sent],
-        "created_by": [r.created_by for r in sent],
-    }
+    params: dict[str, Any] = {"args": args_json}
+    for column in BATCH_COLUMNS:
+        values = [getattr(r, column) for r in sent]
+        first = values[0]
+        # the same value for every job travels once (see job_insert_many); equal values
+        # store the same (1 and 1.0 as float8, one instant in any time zone)
+        if values.count(first) == len(values):
+            params[column], params[column + "_all"] = [], first
+        else:
+            params[column], params[column + "_all"] = values, None
     return InsertPlan("job_insert_many", params, sent, json.loads(args_json), position)
+
+
+BATCH_COLUMNS = (
+    "queue",
+    "task",
+    "priority",
+    "max_attempts",
+    "run_at",
+    "timeout",
+    "unique_key",
+    "created_by",
+)
+"""The columns job_insert_many takes as one array each (or one value for all)."""
 
 
 def insert_one_params(row: JobRow, args_json: str) -> dict[str, Any]:

@@ -7,8 +7,12 @@
 -- name: job_insert_many
 -- Enqueue a batch in one round trip. The arguments travel as one JSON array, every other
 -- column as one typed array (the cheapest forms to send and to decode), zipped in input
--- order (ORDINALITY), so new ids follow input order. A row whose unique_key is held by a job
--- that may still run (PENDING, FAILED awaiting retry, RUNNING) is not inserted: the no-op
+-- order (ORDINALITY), so new ids follow input order. A column whose value is the same for
+-- every job (the usual batch: one task, one queue) travels once, as the scalar named
+-- <column>_all, with an empty array, which ROWS FROM pads with NULLs (the client encodes
+-- array elements one at a time, which cost more than the rest of the enqueue, 3.5 ms per
+-- 1,000 jobs). A row whose unique_key is held by a
+-- job that may still run (PENDING, FAILED awaiting retry, RUNNING) is not inserted: the no-op
 -- DO UPDATE returns the existing job instead, atomically, even against a concurrent enqueue
 -- of the same key. The answer is one row: the new ids (input order), the whole stored job
 -- only for the duplicates (the caller knows the rest), and now() (every new job's
@@ -16,8 +20,13 @@
 WITH inserted AS (
     INSERT INTO {schema}.jobs AS j
         (queue, task, args, priority, max_attempts, run_at, timeout, unique_key, created_by)
-    SELECT queue, task, args::jsonb, priority, max_attempts, coalesce(run_at, now()), timeout,
-           unique_key, created_by
+    SELECT coalesce(queue, %(queue_all)s::text), coalesce(task, %(task_all)s::text), args::jsonb,
+           coalesce(priority, %(priority_all)s::int2),
+           coalesce(max_attempts, %(max_attempts_all)s::int4),
+           coalesce(run_at, %(run_at_all)s::timestamptz, now()),
+           coalesce(timeout, %(timeout_all)s::float8),
+           coalesce(unique_key, %(unique_key_all)s::text),
+           coalesce(created_by, %(created_by_all)s::text)
     FROM ROWS FROM (
         json_array_elements(%(args)s::json),
         unnest(%(queue)s::text[]), unnest(%(task)s::text[]), unnest(%(priority)s::int2[]),
