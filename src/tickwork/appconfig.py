@@ -12,15 +12,12 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.config import Settings
+from tickwork.config import MAX_SECONDS, Settings
 from tickwork.db.database import Row, fetch_async
 from tickwork.db.statements import Statements
 from tickwork.errors import InvalidInput, NotFoundError
 
 VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}\Z")
-MAX_SECONDS = 100 * 365 * 86400.0
-"""The longest duration a setting may hold (100 years): far longer overflows the database's
-timestamps when a retention pass subtracts it from now."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,19 @@ SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}\Z")
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}\Z")
 
 
+MAX_SECONDS = 100 * 365 * 86400.0
+"""The longest duration a setting may hold (100 years): far longer overflows the database's
+timestamps when it is added to or subtracted from now."""
+
+
+def seconds(default: float, *, zero: bool = False) -> Any:
+    """A duration setting in seconds: positive (or 0 when ``zero``), finite, at most
+    :data:`MAX_SECONDS`."""
+    return Field(
+        default, ge=0 if zero else None, gt=None if zero else 0, le=MAX_SECONDS, allow_inf_nan=False
+    )
+
+
 def default_data_dir() -> Path:
     """Where the embedded PostgreSQL keeps its data when no database URL is set."""
     return Path(platformdirs.user_data_dir("tickwork")) / "postgres"
@@ -106,12 +119,12 @@ class WorkerSettings(BaseModel):
 
     queues: list[str] = Field(default_factory=lambda: [DEFAULT_QUEUE])
     concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1, le=10_000)
-    poll_interval: float = Field(DEFAULT_POLL_INTERVAL, gt=0)
-    lease_ttl: float = Field(DEFAULT_LEASE_TTL, gt=0)
-    lease_renew_interval: float = Field(DEFAULT_LEASE_RENEW_INTERVAL, gt=0)
-    watchdog_interval: float = Field(DEFAULT_WATCHDOG_INTERVAL, gt=0)
+    poll_interval: float = seconds(DEFAULT_POLL_INTERVAL)
+    lease_ttl: float = seconds(DEFAULT_LEASE_TTL)
+    lease_renew_interval: float = seconds(DEFAULT_LEASE_RENEW_INTERVAL)
+    watchdog_interval: float = seconds(DEFAULT_WATCHDOG_INTERVAL)
     watchdog_batch: int = Field(DEFAULT_WATCHDOG_BATCH, ge=1)
-    shutdown_grace: float = Field(DEFAULT_SHUTDOWN_GRACE, ge=0)
+    shutdown_grace: float = seconds(DEFAULT_SHUTDOWN_GRACE, zero=True)
 
     @model_validator(mode="after")
     def _check(self) -> WorkerSettings:
@@ -135,8 +148,8 @@ class LeaseSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    heartbeat: float = Field(DEFAULT_LEASE_HEARTBEAT, gt=0)
-    ttl: float = Field(DEFAULT_LEADER_LEASE_TTL, gt=0)
+    heartbeat: float = seconds(DEFAULT_LEASE_HEARTBEAT)
+    ttl: float = seconds(DEFAULT_LEADER_LEASE_TTL)
 
     @model_validator(mode="after")
     def _check(self) -> LeaseSettings:
@@ -154,7 +167,7 @@ class SchedulerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    interval: float = Field(DEFAULT_SCHEDULER_INTERVAL, gt=0)
+    interval: float = seconds(DEFAULT_SCHEDULER_INTERVAL)
 
 
 class RetentionSettings(BaseModel):
@@ -163,9 +176,9 @@ class RetentionSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    finished_after: float = Field(DEFAULT_FINISHED_RETENTION, gt=0)
-    dead_letter_after: float = Field(DEFAULT_DEAD_LETTER_RETENTION, gt=0)
-    interval: float = Field(DEFAULT_RETENTION_INTERVAL, gt=0)
+    finished_after: float = seconds(DEFAULT_FINISHED_RETENTION)
+    dead_letter_after: float = seconds(DEFAULT_DEAD_LETTER_RETENTION)
+    interval: float = seconds(DEFAULT_RETENTION_INTERVAL)
     batch: int = Field(DEFAULT_RETENTION_BATCH, ge=1)
     vacuum: Literal["auto", "always", "never"] = "auto"
     """After deleting, VACUUM the job tables: "auto" only when the server's autovacuum is
@@ -182,9 +195,9 @@ class AuthSettings(BaseModel):
     issuer: str = Field(DEFAULT_JWT_ISSUER, min_length=1)
     audience: str = Field(DEFAULT_JWT_AUDIENCE, min_length=1)
     access_token_ttl: float = Field(DEFAULT_ACCESS_TOKEN_TTL, gt=0, le=MAX_ACCESS_TOKEN_TTL)
-    refresh_token_ttl: float = Field(DEFAULT_REFRESH_TOKEN_TTL, gt=0)
-    invite_ttl: float = Field(DEFAULT_INVITE_TTL, gt=0)
-    login_window: float = Field(DEFAULT_LOGIN_WINDOW, gt=0)
+    refresh_token_ttl: float = seconds(DEFAULT_REFRESH_TOKEN_TTL)
+    invite_ttl: float = seconds(DEFAULT_INVITE_TTL)
+    login_window: float = seconds(DEFAULT_LOGIN_WINDOW)
     """Seconds over which failed logins are counted for throttling."""
     login_max_per_account: int = Field(DEFAULT_LOGIN_MAX_PER_ACCOUNT, ge=1)
     login_max_per_address: int = Field(DEFAULT_LOGIN_MAX_PER_ADDRESS, ge=1)
@@ -239,14 +252,14 @@ class SignalProcessorSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    poll_interval: float = Field(DEFAULT_SIGNAL_POLL_INTERVAL, gt=0)
+    poll_interval: float = seconds(DEFAULT_SIGNAL_POLL_INTERVAL)
     batch_size: int = Field(DEFAULT_SIGNAL_BATCH, ge=1, le=10_000)
     max_retries: int = Field(DEFAULT_SIGNAL_MAX_RETRIES, ge=0, le=100)
     """Retries of a failing reactor (after its first try) before it is DEAD for a signal."""
-    backoff: float = Field(DEFAULT_SIGNAL_BACKOFF, gt=0)
+    backoff: float = seconds(DEFAULT_SIGNAL_BACKOFF)
     """First retry delay in seconds; doubles per failure up to ``backoff_cap``."""
-    backoff_cap: float = Field(DEFAULT_SIGNAL_BACKOFF_CAP, gt=0)
-    stuck_after: float = Field(DEFAULT_SIGNAL_STUCK_AFTER, gt=0)
+    backoff_cap: float = seconds(DEFAULT_SIGNAL_BACKOFF_CAP)
+    stuck_after: float = seconds(DEFAULT_SIGNAL_STUCK_AFTER)
     """A signal PROCESSING this long with no retry scheduled was left by a dead processor."""
 
 
@@ -260,9 +273,11 @@ class SignalSettings(BaseModel):
     lease: LeaseSettings = Field(default_factory=lambda: LeaseSettings())
     processor: SignalProcessorSettings = Field(default_factory=lambda: SignalProcessorSettings())
     sweeps_enabled: bool = True
-    retention_days: float = Field(DEFAULT_SIGNAL_RETENTION_DAYS, gt=0)
+    retention_days: float = Field(
+        DEFAULT_SIGNAL_RETENTION_DAYS, gt=0, le=MAX_SECONDS / 86400, allow_inf_nan=False
+    )
     """COMPLETED and DEAD signals are purged after this many days."""
-    default_debounce: float = Field(DEFAULT_SIGNAL_DEBOUNCE, gt=0)
+    default_debounce: float = seconds(DEFAULT_SIGNAL_DEBOUNCE)
     debounce: dict[str, float] = Field(default_factory=dict)
     """Window in seconds per signal type; 0 = never squash (every emit counts)."""
     reactors: dict[str, ReactorSettings] = Field(default_factory=dict)
@@ -270,8 +285,10 @@ class SignalSettings(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> SignalSettings:
         for name, window in self.debounce.items():
-            if window < 0:
-                raise ValueError(f"signals.debounce.{name} ({window}) must be 0 or more seconds")
+            if not 0 <= window <= MAX_SECONDS:  # NaN fails too
+                raise ValueError(
+                    f"signals.debounce.{name} ({window}) must be 0 to {MAX_SECONDS:.0f} seconds"
+                )
         if self.processor.backoff_cap < self.processor.backoff:
             raise ValueError(
                 f"signals.processor.backoff_cap ({self.processor.backoff_cap}) must be at least "
@@ -309,7 +326,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     pool_min_size: int = Field(DEFAULT_POOL_MIN_SIZE, ge=0)
     pool_max_size: int = Field(DEFAULT_POOL_MAX_SIZE, ge=1)
-    connect_timeout: float = Field(DEFAULT_CONNECT_TIMEOUT, gt=0)
+    connect_timeout: float = seconds(DEFAULT_CONNECT_TIMEOUT)
     worker: WorkerSettings = Field(default_factory=lambda: WorkerSettings())
     retention: RetentionSettings = Field(default_factory=lambda: RetentionSettings())
     leases: LeaseSettings = Field(default_factory=lambda: LeaseSettings())

@@ -65,6 +65,12 @@ def test_named_config_file_must_exist(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"worker": {"concurrency": 0}}, "worker.concurrency (0)"),
         ({"pool_min_size": 5, "pool_max_size": 2}, "pool_max_size (2) must be at least"),
         ({"colour": "red"}, "colour ('red')"),
+        # durations the database could not add to a timestamp are refused at start-up
+        ({"retention": {"finished_after": 1e300}}, "retention.finished_after (1e+300)"),
+        ({"retention": {"dead_letter_after": float("inf")}}, "retention.dead_letter_after (inf)"),
+        ({"worker": {"poll_interval": float("nan")}}, "worker.poll_interval (nan)"),
+        ({"signals": {"debounce": {"order": float("inf")}}}, "signals.debounce.order (inf)"),
+        ({"signals": {"retention_days": 1e9}}, "signals.retention_days (1000000000.0)"),
     ],
 )
 def test_invalid_settings_name_field_and_value(overrides: dict[str, object], message: str) -> None:

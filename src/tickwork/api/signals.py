@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from tickwork.api.inputs import CursorQuery, IdPath
 from tickwork.api.problems import RESPONSES
 from tickwork.api.security import Services, caller, services
-from tickwork.appconfig import MAX_SECONDS
 from tickwork.auth import Principal
+from tickwork.config import MAX_SECONDS
 from tickwork.errors import NotFoundError, NotLeaderError
 from tickwork.leases import Role, leader
 from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE
