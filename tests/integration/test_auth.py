@@ -265,6 +265,54 @@ async def test_login_throttled_per_account_even_with_the_right_password(app: App
     assert await login(await service(app)) is not None  # the default limit is not reached
 
 
+async def test_parallel_guesses_cannot_slip_under_the_login_limit(
+    app: App, sql: psycopg.Connection[Any]
+) -> None:
+    # Each attempt is counted before its password is checked, one attempt per account at a
+    # time: of twelve parallel guesses exactly the limit get a password check.
+    auth = await service(app, login_max_per_account=3, login_window=600)
+    await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
+
+    async def guess(n: int) -> BaseException:
+        try:
+            await auth.login("ada@example.com", f"wrong password number {n}", f"198.51.100.{n}")
+        except AuthError as exc:
+            return exc
+        raise AssertionError("a wrong password logged in")
+
+    outcomes = await asyncio.gather(*(guess(n) for n in range(12)))
+    checked = [o for o in outcomes if not isinstance(o, LoginThrottled)]
+    assert len(checked) == 3
+    assert all(str(o) == "invalid email or password" for o in checked)
+    [(failures,)] = sql.execute("SELECT count(*) FROM login_failures")
+    assert failures == 3  # a throttled attempt is refused, not counted
+
+
+async def test_a_right_password_is_not_counted_as_a_failure(
+    app: App, sql: psycopg.Connection[Any]
+) -> None:
+    auth = await service(app, login_max_per_account=2)
+    user = await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
+    for _ in range(5):  # more than the limit, all right
+        await login(auth)
+    await auth.change_password(user.id, PASSWORD, OTHER_PASSWORD)
+    [(failures,)] = sql.execute("SELECT count(*) FROM login_failures")
+    assert failures == 0
+
+
+async def test_wrong_current_passwords_are_throttled_like_logins(app: App) -> None:
+    auth = await service(app, login_max_per_account=2, login_window=600)
+    user = await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
+    for n in range(2):
+        with pytest.raises(AuthError) as caught:
+            await auth.change_password(user.id, f"guess number {n}", OTHER_PASSWORD)
+        assert not isinstance(caught.value, LoginThrottled)
+    with pytest.raises(LoginThrottled):  # even the right one, until the window moves on
+        await auth.change_password(user.id, PASSWORD, OTHER_PASSWORD)
+    with pytest.raises(LoginThrottled):  # they count against the account's logins too
+        await login(auth)
+
+
 async def test_login_throttled_per_address(app: App) -> None:
     auth = await service(app, login_max_per_address=2)
     await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)

@@ -139,9 +139,12 @@ async def me(svc: Svc, who: Caller) -> Any:
 
 
 @router.post("/api/me/password", status_code=204, tags=["me"])
-async def change_password(body: PasswordIn, svc: Svc, who: Caller) -> Response:
-    """Change the caller's password; every refresh token of theirs is revoked."""
-    await svc.auth.change_password(who.user_id, body.current_password, body.new_password)
+async def change_password(body: PasswordIn, request: Request, svc: Svc, who: Caller) -> Response:
+    """Change the caller's password; every refresh token of theirs is revoked. A wrong
+    current password counts as a failed login (throttled alike, 429)."""
+    await svc.auth.change_password(
+        who.user_id, body.current_password, body.new_password, address=_client(request)
+    )
     return Response(status_code=204)
 
 

@@ -65,6 +65,8 @@ SIGNING_KEY_NAME = "jwt_signing_key"
 DEFAULT_ADMIN_EMAIL = "admin@localhost"
 GENERATED_PASSWORD_BYTES = 18
 LOGIN_FAILED = "invalid email or password"
+LOCAL_ADDRESS = "local"
+"""The client address of password checks made through the library rather than the API."""
 """The one answer to every failed login, so it does not tell which emails exist."""
 SYSTEM_ACTOR = "system"
 ANONYMOUS_ACTOR = "anonymous"
@@ -288,12 +290,17 @@ class AuthService:
             await self._audit(conn, actor, event, "user", user_id, email=before.email)
         return User.from_row(rows[0])
 
-    async def change_password(self, user_id: int, old: str, new: str) -> None:
+    async def change_password(
+        self, user_id: int, old: str, new: str, *, address: str = LOCAL_ADDRESS
+    ) -> None:
         """Change a password, given the current one (:class:`AuthError` when it is wrong),
-        and end every session of the user."""
+        and end every session of the user. A wrong current password counts as a failed login
+        of the account (and of ``address``), so guesses are throttled like logins
+        (:class:`LoginThrottled`)."""
         check_password_policy(new)
         async with self.pool.connection() as conn:
             row = await self._user_row(conn, user_id)
+        reserved = await self._reserve_attempt(row["email"], address)
         if not await asyncio.to_thread(_password_matches, row["password_hash"], old):
             raise AuthError("the current password is incorrect")
         new_hash = await asyncio.to_thread(hash_password, new)
@@ -307,6 +314,7 @@ class AuthService:
             )
             if not changed:
                 raise ConflictError(f"the password of user {user_id} changed meanwhile; retry")
+            await self._q(conn, "login_attempt_forgive", reserved_id=reserved)
             await self._q(
                 conn, "refresh_tokens_revoke_for_user", user_id=user_id, reason="password_changed"
             )
@@ -316,30 +324,39 @@ class AuthService:
 
     # -- sessions ---------------------------------------------------------------------------
 
-    async def login(self, email: str, password: str, address: str) -> TokenPair:
-        """Check a password and start a session. Throttled per account and per client
-        address (:class:`LoginThrottled`, before the password is looked at); every other
-        failure is ``AuthError("invalid email or password")``."""
-        self._require_started()  # before any state changes
+    async def _reserve_attempt(self, email: str, address: str) -> int:
+        """Count a password attempt on ``email`` from ``address`` before the password is
+        checked (:class:`LoginThrottled` when either counter is at its maximum). Attempts on
+        one account or from one address pass this one at a time, so parallel guesses cannot
+        all slip under the limit. Returns the failure it was counted as, to forgive
+        (``login_attempt_forgive``) once the password proves right."""
         settings = self.settings
-        email = email.strip() if isinstance(email, str) else ""
-        async with self.pool.connection() as conn:
+        async with self.pool.connection() as conn, conn.transaction():
+            await self._q(conn, "login_attempt_lock", email=email, address=address)
             [wait] = await self._q(
                 conn,
-                "login_throttle_check",
+                "login_attempt_reserve",
                 email=email,
                 address=address,
                 window=settings.login_window,
                 max_per_account=settings.login_max_per_account,
                 max_per_address=settings.login_max_per_address,
             )
-            waits = [
-                w
-                for w in (wait["account_retry_after"], wait["address_retry_after"])
-                if w is not None
-            ]
-            if waits:  # both counters must drop below their maximum: wait for the later
-                raise LoginThrottled(max(0.0, *waits))
+        waits = [
+            w for w in (wait["account_retry_after"], wait["address_retry_after"]) if w is not None
+        ]
+        if waits:  # both counters must drop below their maximum: wait for the later
+            raise LoginThrottled(max(0.0, *waits))
+        return int(wait["reserved_id"])
+
+    async def login(self, email: str, password: str, address: str) -> TokenPair:
+        """Check a password and start a session. Throttled per account and per client
+        address (:class:`LoginThrottled`, before the password is looked at); every other
+        failure is ``AuthError("invalid email or password")``."""
+        self._require_started()  # before any state changes
+        email = email.strip() if isinstance(email, str) else ""
+        reserved = await self._reserve_attempt(email, address)
+        async with self.pool.connection() as conn:
             found = await self._q(conn, "user_get_by_email", email=email)
         row = found[0] if found else None
         matches = await asyncio.to_thread(
@@ -349,14 +366,7 @@ class AuthService:
             reason = (
                 "unknown_email" if row is None else "wrong_password" if not matches else "disabled"
             )
-            async with self.pool.connection() as conn, conn.transaction():
-                await self._q(
-                    conn,
-                    "login_failure_record",
-                    email=email,
-                    address=address,
-                    window=settings.login_window,
-                )
+            async with self.pool.connection() as conn:
                 await self._audit(
                     conn,
                     ANONYMOUS_ACTOR,
@@ -377,6 +387,7 @@ class AuthService:
             )
             if not updated:  # disabled meanwhile
                 raise AuthError(LOGIN_FAILED)
+            await self._q(conn, "login_attempt_forgive", reserved_id=reserved)
             user = User.from_row(updated[0])
             await self._q(
                 conn,
@@ -384,7 +395,7 @@ class AuthService:
                 user_id=user.id,
                 family=uuid.uuid4(),
                 token_hash=token_hash(refresh_token),
-                ttl=settings.refresh_token_ttl,
+                ttl=self.settings.refresh_token_ttl,
             )
             await self._audit(
                 conn,

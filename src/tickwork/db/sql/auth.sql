@@ -79,33 +79,51 @@ WHERE id = %(user_id)s
   AND password_hash = %(old_hash)s  -- the old password was verified against this hash
 RETURNING *;
 
--- name: login_throttle_check
--- Seconds until each counter drops below its maximum (NULL: below it already). The
--- max-th newest failure inside the window is the one whose leaving un-throttles.
-SELECT
-    (SELECT extract(epoch FROM f.occurred_at + make_interval(secs => %(window)s) - now())
-     FROM {schema}.login_failures f
-     WHERE lower(f.email) = lower(%(email)s)
-       AND f.occurred_at > now() - make_interval(secs => %(window)s)  -- inside the window
-     ORDER BY f.occurred_at DESC
-     OFFSET %(max_per_account)s - 1 LIMIT 1)::float8 AS account_retry_after,
-    (SELECT extract(epoch FROM f.occurred_at + make_interval(secs => %(window)s) - now())
-     FROM {schema}.login_failures f
-     WHERE f.address = %(address)s
-       AND f.occurred_at > now() - make_interval(secs => %(window)s)  -- inside the window
-     ORDER BY f.occurred_at DESC
-     OFFSET %(max_per_address)s - 1 LIMIT 1)::float8 AS address_retry_after;
+-- name: login_attempt_lock
+-- Password attempts on one account, and from one client address, take turns at the throttle
+-- (login_attempt_reserve, same transaction): without this, parallel attempts would all be
+-- counted before any of them is recorded. The account's lock is always taken before the
+-- address's, so two attempts never wait for each other in a cycle.
+SELECT pg_advisory_xact_lock(hashtextextended('{schema}.login.account:' || lower(%(email)s), 0)),
+       pg_advisory_xact_lock(hashtextextended('{schema}.login.address:' || %(address)s, 0));
 
--- name: login_failure_record
--- Count one failed login, and drop this account's and address's failures that have left
--- the window (they are never counted again).
-WITH pruned AS (
+-- name: login_attempt_reserve
+-- The throttle, under login_attempt_lock. Seconds until each counter drops below its maximum
+-- (NULL: below it already; the max-th newest failure inside the window is the one whose
+-- leaving un-throttles). When neither counter is at its maximum, this attempt is counted as a
+-- failure before its password is checked (reserved_id), and forgiven if the password is right
+-- (login_attempt_forgive): an attempt that never finishes counts. Failures that have left the
+-- window are dropped (they are never counted again).
+WITH waits AS (
+    SELECT
+        (SELECT extract(epoch FROM f.occurred_at + make_interval(secs => %(window)s) - now())
+         FROM {schema}.login_failures f
+         WHERE lower(f.email) = lower(%(email)s)
+           AND f.occurred_at > now() - make_interval(secs => %(window)s)  -- inside the window
+         ORDER BY f.occurred_at DESC
+         OFFSET %(max_per_account)s - 1 LIMIT 1)::float8 AS account_retry_after,
+        (SELECT extract(epoch FROM f.occurred_at + make_interval(secs => %(window)s) - now())
+         FROM {schema}.login_failures f
+         WHERE f.address = %(address)s
+           AND f.occurred_at > now() - make_interval(secs => %(window)s)  -- inside the window
+         ORDER BY f.occurred_at DESC
+         OFFSET %(max_per_address)s - 1 LIMIT 1)::float8 AS address_retry_after
+), reserved AS (
+    INSERT INTO {schema}.login_failures (email, address)
+    SELECT %(email)s, %(address)s FROM waits
+    WHERE account_retry_after IS NULL AND address_retry_after IS NULL  -- not throttled
+    RETURNING id
+), pruned AS (
     DELETE FROM {schema}.login_failures
     WHERE (lower(email) = lower(%(email)s) OR address = %(address)s)
       AND occurred_at <= now() - make_interval(secs => %(window)s)  -- outside the window
 )
-INSERT INTO {schema}.login_failures (email, address)
-VALUES (%(email)s, %(address)s);
+SELECT w.account_retry_after, w.address_retry_after, (SELECT id FROM reserved) AS reserved_id
+FROM waits w;
+
+-- name: login_attempt_forgive
+-- The password was right: the attempt reserved as a failure does not count.
+DELETE FROM {schema}.login_failures WHERE id = %(reserved_id)s;
 
 -- name: refresh_token_insert
 -- A refresh token starting a new family (a login) or continuing one.
