@@ -7,6 +7,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
@@ -211,6 +212,20 @@ def test_enqueue_many_stores_every_column_of_every_job(tasks: App, mixed: bool) 
             spec.unique_key,
         )
         assert stored.created_by == "user:batch"
+
+
+def test_enqueue_many_keeps_the_two_instances_of_a_repeated_hour_apart(tasks: App) -> None:
+    # 02:30 happens twice in Berlin on 27 October 2030; Python's == says the two are equal
+    first = datetime(2030, 10, 27, 2, 30, tzinfo=ZoneInfo("Europe/Berlin"), fold=0)
+    second = first.replace(fold=1)
+    assert first == second and first.utcoffset() != second.utcoffset()
+    jobs = tasks.enqueue_many([JobSpec("plain", run_at=first), JobSpec("plain", run_at=second)])
+    stored = [tasks.get_job(job.id).run_at for job in jobs]
+    assert [t.astimezone(UTC) for t in stored] == [
+        datetime(2030, 10, 27, 0, 30, tzinfo=UTC),
+        datetime(2030, 10, 27, 1, 30, tzinfo=UTC),
+    ]
+    assert [job.run_at.astimezone(UTC) for job in jobs] == [t.astimezone(UTC) for t in stored]
 
 
 def test_enqueue_many_rejects_bad_items_by_position(tasks: App) -> None:

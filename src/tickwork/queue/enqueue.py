@@ -194,9 +194,14 @@ def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
     for column in BATCH_COLUMNS:
         values = [getattr(r, column) for r in sent]
         first = values[0]
-        # the same value for every job travels once (see job_insert_many); equal values
-        # store the same (1 and 1.0 as float8, one instant in any time zone)
-        if values.count(first) == len(values):
+        # the same value for every job travels once (see job_insert_many). Equal values
+        # store the same (1 and 1.0 as float8), except datetimes: == ignores `fold`, so the
+        # two 02:30s of a DST change in one zone compare equal; run_at must be the very object.
+        if (
+            values.count(first) == len(values)
+            if column != "run_at"
+            else all(v is first for v in values)
+        ):
             params[column], params[column + "_all"] = [], first
         else:
             params[column], params[column + "_all"] = values, None
