@@ -3,15 +3,19 @@ on each other's rows cannot deadlock (PostgreSQL would abort one after deadlock_
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
+import pytest
 
 from tickwork import App, JobState
+from tickwork.queue import admin
 
 HANG_GUARD = 60.0  # not a timing assertion: only stops a broken test from hanging
 
@@ -29,6 +33,21 @@ def waiting_for_a_lock(url: str, pid: int) -> None:
                 return
             time.sleep(0.005)
     raise AssertionError(f"backend {pid} never waited for a lock")
+
+
+def lock_waiters_reach(url: str, count: int) -> None:
+    """Return once ``count`` backends of this database wait for a lock."""
+    deadline = time.monotonic() + HANG_GUARD
+    with psycopg.connect(url, autocommit=True) as watch:
+        while time.monotonic() < deadline:
+            row = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            if row is not None and row[0] >= count:
+                return
+            time.sleep(0.005)
+    raise AssertionError(f"{count} backends never waited for a lock")
 
 
 class Blocked:
@@ -157,3 +176,40 @@ async def test_watchdog_and_bulk_cancel_do_not_deadlock(
     )
     # the cancel was recorded first; the watchdog then reclaimed both and honoured it
     assert [app.get_job(j).state for j in (first, second)] == [JobState.CANCELLED] * 2
+
+
+async def test_a_bulk_cancel_the_database_aborts_to_break_a_deadlock_runs_again(
+    app: App,
+    sql: psycopg.Connection[Any],
+    database_url: str,
+    schema: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first, second = await two_running_jobs(app, sql)
+
+    def rival(conn: psycopg.Connection[Any]) -> None:
+        # locks the two jobs in the other order; with a long deadlock_timeout it is never
+        # the one PostgreSQL aborts: the cancel, checking after its default 1 s, is
+        with conn.transaction():
+            conn.execute("SET LOCAL deadlock_timeout = '60s'")
+            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [second])
+            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [first])
+
+    pool = await app.db.async_pool()
+    caplog.set_level(logging.WARNING, logger="tickwork.admin")
+    with sql.transaction():
+        sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [first])
+        cancel = asyncio.create_task(
+            admin.act(pool, app.db.statements, "cancel", [first, second], "test")
+        )
+        await asyncio.to_thread(lock_waiters_reach, database_url, 1)  # the cancel, on first
+        other = Blocked(database_url, rival)  # holds second, waits for first
+        await asyncio.to_thread(lock_waiters_reach, database_url, 2)
+    # first goes to the cancel, which then waits for second: a cycle
+    states = await asyncio.wait_for(cancel, HANG_GUARD)
+    await asyncio.to_thread(other.join)
+
+    assert other.error is None
+    assert any("deadlock" in r.getMessage() for r in caplog.records)  # it was aborted once
+    assert states == {first: "RUNNING", second: "RUNNING"}  # and then did its work
+    assert all(app.get_job(j).cancel_requested_at is not None for j in (first, second))

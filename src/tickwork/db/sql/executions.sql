@@ -68,8 +68,9 @@ WITH expired AS (
         END
     FROM timed_out t
     WHERE j.id = t.job_id
-      -- by primary key, never a join scan; and so in id order, as job_cancel locks jobs (in
-      -- the order of the expired leases, a bulk cancel could deadlock with the watchdog)
+      -- by primary key, never a join scan, and in id order as job_cancel locks jobs (joined
+      -- in the order of the expired leases, a bulk cancel could deadlock with the watchdog;
+      -- a near-empty table is read in physical order: see job_complete_many)
       AND j.id = ANY(ARRAY(SELECT job_id FROM timed_out))
       AND j.state = 'RUNNING'
     RETURNING j.id, j.state, j.queue, t.id AS execution_id, t.worker_id

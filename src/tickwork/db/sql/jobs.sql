@@ -136,10 +136,12 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 -- array of {job_id, execution_id, outcome, result, error, retry_delay}). Fencing: an attempt is
 -- recorded only while its execution is still RUNNING; a worker whose lease was reclaimed
 -- changes 0 rows and cannot overwrite a newer attempt. The execution row is locked first,
--- then the job (the global lock order), and both in job id order, as job_cancel and job_retry
--- lock jobs: the batch comes in the order attempts finished, and a statement that locked a
--- later job before an earlier one could deadlock with a bulk cancel (each join below keeps
--- the order of its sorted input or reads an index in the same order).
+-- then the job (the global lock order). The batch comes in the order attempts finished;
+-- sorted by job, it is locked in job id order, as job_cancel and job_retry lock jobs, by the
+-- plans chosen for a jobs table of any real size (each join keeps its sorted input's order or
+-- reads an index in that order). A near-empty table is read sequentially, in physical order:
+-- a deadlock there is broken by the database aborting one statement, and both this one and
+-- a bulk cancel or retry are run again. Ordering by an explicit row lock first cost 6x.
 WITH done AS (
     SELECT *
     FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS d(
