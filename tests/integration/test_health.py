@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 import psycopg
 
 from tickwork import App
@@ -27,10 +29,11 @@ def test_old_open_transaction_is_named_in_a_warning(app: App, database_url: str)
 
 
 def test_a_schema_without_tables_is_reported_not_shown_as_healthy(database_url: str) -> None:
-    absent = App(database_url=database_url, schema="tickwork_never_migrated")
+    name = f"tw_never_migrated_{secrets.token_hex(4)}"
+    absent = App(database_url=database_url, schema=name)
     try:
         report = absent.health()
     finally:
         absent.db.close()
     assert report.tables == []
-    assert any("'tickwork_never_migrated' holds no tables" in w for w in report.warnings)
+    assert any(f"{name!r} holds no tables" in w for w in report.warnings)

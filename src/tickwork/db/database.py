@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 from typing import Any
 
@@ -89,14 +90,19 @@ class Database:
                     self._url = embedded.start(self.settings.data_dir)
             return self._url
 
+    @property
+    def _connect_timeout(self) -> int:
+        # libpq takes whole seconds, and psycopg reads 0 as its default (130 s): round up
+        return max(1, math.ceil(self.settings.connect_timeout))
+
     def _kwargs(self) -> dict[str, Any]:
-        return {"autocommit": True, "connect_timeout": self.settings.connect_timeout}
+        return {"autocommit": True, "connect_timeout": self._connect_timeout}
 
     def connect(self, *, autocommit: bool = True) -> psycopg.Connection[Any]:
         """A new sync connection, not pooled (the caller closes it)."""
         try:
             return psycopg.connect(
-                self.url, autocommit=autocommit, connect_timeout=int(self.settings.connect_timeout)
+                self.url, autocommit=autocommit, connect_timeout=self._connect_timeout
             )
         except psycopg.OperationalError as exc:
             raise DatabaseError(f"could not connect to the database: {exc}") from exc
@@ -105,7 +111,7 @@ class Database:
         """A new async connection, not pooled (the caller closes it)."""
         try:
             return await psycopg.AsyncConnection.connect(
-                self.url, autocommit=autocommit, connect_timeout=int(self.settings.connect_timeout)
+                self.url, autocommit=autocommit, connect_timeout=self._connect_timeout
             )
         except psycopg.OperationalError as exc:
             raise DatabaseError(f"could not connect to the database: {exc}") from exc
@@ -122,7 +128,7 @@ class Database:
                         url,
                         min_size=self.settings.pool_min_size,
                         max_size=self.settings.pool_max_size,
-                        kwargs={"autocommit": True},
+                        kwargs=self._kwargs(),
                         open=True,
                         name="tickwork",
                     )
@@ -139,7 +145,7 @@ class Database:
                 url,
                 min_size=self.settings.pool_min_size,
                 max_size=max(max_size or 0, self.settings.pool_max_size),
-                kwargs={"autocommit": True},
+                kwargs=self._kwargs(),
                 open=False,
                 name="tickwork-async",
             )
