@@ -357,6 +357,7 @@ class Worker:
         # the worker starts one batch's attempts (CPU here), the next claim is already on
         # the database, instead of the two taking turns.
         claims: set[asyncio.Task[None]] = set()
+        loop = asyncio.get_running_loop()
         try:
             while not self._stop.is_set():
                 self._wake.clear()
@@ -377,10 +378,13 @@ class Worker:
                     claim.add_done_callback(claims.discard)
                 if self._stop.is_set():
                     break
+                # the poll interval is a timer that wakes the loop like a notification would
+                # (wait_for would wrap the wait in a task of its own on every pass)
+                poll = loop.call_later(self._poll_delay(), self._wake.set)
                 try:
-                    await asyncio.wait_for(self._wake.wait(), self._poll_delay())
-                except TimeoutError:
-                    pass
+                    await self._wake.wait()
+                finally:
+                    poll.cancel()
         finally:
             if claims:  # their rows are started, so the shutdown drain sees them
                 await asyncio.wait(claims)
