@@ -65,9 +65,9 @@ SIGNING_KEY_NAME = "jwt_signing_key"
 DEFAULT_ADMIN_EMAIL = "admin@localhost"
 GENERATED_PASSWORD_BYTES = 18
 LOGIN_FAILED = "invalid email or password"
+"""The one answer to every failed login, so it does not tell which emails exist."""
 LOCAL_ADDRESS = "local"
 """The client address of password checks made through the library rather than the API."""
-"""The one answer to every failed login, so it does not tell which emails exist."""
 SYSTEM_ACTOR = "system"
 ANONYMOUS_ACTOR = "anonymous"
 

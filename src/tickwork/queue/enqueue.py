@@ -197,11 +197,11 @@ def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
         # the same value for every job travels once (see job_insert_many). Equal values
         # store the same (1 and 1.0 as float8), except datetimes: == ignores `fold`, so the
         # two 02:30s of a DST change in one zone compare equal; run_at must be the very object.
-        if (
-            values.count(first) == len(values)
-            if column != "run_at"
-            else all(v is first for v in values)
-        ):
+        if column == "run_at":
+            same = all(v is first for v in values)
+        else:
+            same = values.count(first) == len(values)
+        if same:
             params[column], params[column + "_all"] = [], first
         else:
             params[column], params[column + "_all"] = values, None
