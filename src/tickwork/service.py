@@ -25,13 +25,33 @@ async def run_periodically(
     name: str,
     jitter: float = DEFAULT_JITTER,
 ) -> None:
-    """Call ``run_once`` every ``interval`` seconds until ``stop`` is set. A database error
-    is logged and the next pass comes on schedule; anything else propagates."""
+    """Call ``run_once`` every ``interval`` seconds until ``stop`` is set (or the task is
+    cancelled). A database error is logged and the next pass comes on schedule; anything
+    else propagates."""
     while not stop.is_set():
         try:
             await run_once()
         except (psycopg.Error, OSError) as exc:
             log.error(f"{name} failed", extra={"error": str(exc)})
-        delay = interval * random.uniform(1 - jitter, 1 + jitter)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), delay)
+        raise_if_cancelled()
+        await wait_for_stop(stop, interval * random.uniform(1 - jitter, 1 + jitter))
+
+
+async def wait_for_stop(stop: asyncio.Event, delay: float) -> bool:
+    """Wait ``delay`` seconds or until ``stop`` is set, whichever comes first; True if set."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), delay)
+    return stop.is_set()
+
+
+def raise_if_cancelled() -> None:
+    """Raise :class:`asyncio.CancelledError` if the running task was cancelled and the
+    cancellation never reached it.
+
+    On Python 3.11, ``asyncio.wait_for`` drops a cancellation that arrives while the awaited
+    thing is completing (the connection pool waits for a free connection that way), so a
+    service loop cancelled at that moment would carry on as if nothing had happened.
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

@@ -249,6 +249,31 @@ async def test_stop_waits_for_attempts_that_finish_within_the_grace_period(
     assert done.state is JobState.SUCCEEDED and done.result == "finished"
 
 
+async def test_a_pass_that_drops_its_cancellation_does_not_hold_shutdown(
+    app: App, background: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Python 3.11's asyncio.wait_for drops a cancellation that arrives while the awaited
+    # thing completes (the pool hands out connections that way): the retention pass below
+    # does the same, and the worker must still stop instead of waiting out the interval.
+    from tickwork.queue.retention import PruneResult, Retention
+
+    entered = asyncio.Event()
+
+    async def dropping_pass(self: Retention) -> PruneResult:
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            pass  # dropped, as wait_for does
+        return PruneResult(0, False)
+
+    monkeypatch.setattr(Retention, "run_once", dropping_pass)
+    async with background(app) as (worker, _):
+        await asyncio.wait_for(entered.wait(), 60)
+    # background() waits for run() to return, or fails after its hang guard
+    assert worker.retention is not None and not worker._background
+
+
 async def test_worker_registers_and_marks_itself_stopped(
     app: App, sql: psycopg.Connection[Any]
 ) -> None:

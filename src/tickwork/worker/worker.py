@@ -42,6 +42,7 @@ from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
 from tickwork.queue.retention import Retention
 from tickwork.queue.watchdog import Watchdog
+from tickwork.service import raise_if_cancelled, wait_for_stop
 from tickwork.types import ErrorInfo, ExecutionState, Job, JobState
 from tickwork.worker.completer import Completer, Completion
 from tickwork.worker.context import JobContext
@@ -182,6 +183,7 @@ class Worker:
         self._threads: ThreadPoolExecutor | None = None
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
+        self._drained = asyncio.Event()  # shutdown past the drain: the lease loops end
         self._background: list[asyncio.Task[None]] = []
         self._capacity_bound = False  # the last claim came back full: the queue may hold more
         self._busy = 0  # attempts whose handler has not returned yet (their slots are taken)
@@ -321,7 +323,7 @@ class Worker:
             )
         if self.app.settings.retention.enabled and self.retention is not None:
             self._background.append(
-                asyncio.create_task(self.retention.run(asyncio.Event()), name="tickwork-retention")
+                asyncio.create_task(self.retention.run(self._stop), name="tickwork-retention")
             )
         try:
             if self.run_executor:
@@ -330,10 +332,7 @@ class Worker:
                 await self._stop.wait()
         finally:
             await self._drain()
-            for task in self._background:
-                task.cancel()
-            await asyncio.gather(*self._background, return_exceptions=True)
-            self._background = []
+            await self._stop_background()
             await self.close()
 
     async def run_once(self) -> RunOnceResult:
@@ -724,7 +723,7 @@ class Worker:
 
     async def _listen_loop(self) -> None:
         delay = COMPLETE_RETRY_FIRST_DELAY
-        while True:
+        while not self._drained.is_set():
             try:
                 conn = await psycopg.AsyncConnection.connect(
                     self._url, autocommit=True, application_name=f"tickwork-listen-{self.id}"
@@ -732,6 +731,7 @@ class Worker:
                 async with conn:
                     for channel in self._channels:
                         await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    raise_if_cancelled()  # not to listen on after a dropped cancellation
                     self._wake.set()  # notifications sent while disconnected are lost
                     self.listening.set()
                     delay = COMPLETE_RETRY_FIRST_DELAY
@@ -740,20 +740,44 @@ class Worker:
             except (psycopg.Error, OSError) as exc:
                 log.warning("listen connection lost; reconnecting", extra={"error": str(exc)})
             self.listening.clear()
-            await asyncio.sleep(delay)
+            raise_if_cancelled()
+            await wait_for_stop(self._drained, delay)
             delay = min(delay * 2, RECONNECT_MAX_DELAY)
 
     async def _renew_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.lease_renew_interval)
+        # Renewal goes on through the drain: attempts finishing in the grace period keep
+        # their leases until their outcomes are written.
+        while not await wait_for_stop(self._drained, self.settings.lease_renew_interval):
             try:
                 await self.renew_leases()
             except (psycopg.Error, OSError) as exc:
                 log.error("lease renewal failed", extra={"error": str(exc)})
+            raise_if_cancelled()
 
     async def _watchdog_loop(self) -> None:
         assert self.watchdog is not None
-        await self.watchdog.run(asyncio.Event())
+        await self.watchdog.run(self._stop)
+
+    async def _stop_background(self) -> None:
+        """End the background loops: each stops at its event, and is cancelled so that one
+        in the middle of a pass does not wait for it to finish."""
+        self._drained.set()
+        for task in self._background:
+            task.cancel()
+        if self._background:
+            ended, stuck = await asyncio.wait(self._background, timeout=SHUTDOWN_SETTLE_TIMEOUT)
+            for task in ended:
+                if not task.cancelled() and task.exception() is not None:
+                    log.error(
+                        "background loop failed",
+                        extra={"task": task.get_name(), "error": repr(task.exception())},
+                    )
+            if stuck:
+                log.warning(
+                    "background loops did not stop; closing without them",
+                    extra={"tasks": sorted(t.get_name() for t in stuck)},
+                )
+        self._background = []
 
     # -- shutdown -----------------------------------------------------------------------
 
