@@ -19,7 +19,15 @@ from tickwork.config import (
     Settings,
     load_settings,
 )
-from tickwork.db.database import Database, Row, database_error, fetch, fetch_async
+from tickwork.db.database import (
+    Database,
+    Row,
+    database_error,
+    fetch,
+    fetch_async,
+    retrying_deadlocks,
+    retrying_deadlocks_async,
+)
 from tickwork.db.migrate import migrate
 from tickwork.errors import (
     EnqueueError,
@@ -350,11 +358,16 @@ class App:
         plan = insert_plan(job_rows)
         sql, params = self.db.statements[plan.statement], plan.params
 
+        def alone() -> list[Row]:
+            with self.db.pool().connection() as own:
+                return fetch(own, sql, params)
+
         def run() -> list[Row]:
             if conn is not None:
                 return fetch(sync_connection(conn), sql, params)
-            with self.db.pool().connection() as own:
-                return fetch(own, sql, params)
+            # jobs holding the batch's unique keys are locked in input order: another batch
+            # with the same keys in another order can deadlock with this one
+            return retrying_deadlocks(alone, operation=plan.statement)
 
         enqueued = _in_order(_translate(run), plan)
         _count_enqueued(enqueued)
@@ -378,8 +391,13 @@ class App:
                 rows = await fetch_async(await async_connection(conn), sql, params)
             else:
                 pool = await self.db.async_pool()
-                async with pool.connection() as own:
-                    rows = await fetch_async(own, sql, params)
+
+                async def alone() -> list[Row]:
+                    async with pool.connection() as own:
+                        return await fetch_async(own, sql, params)
+
+                # the same deadlock as in enqueue_many, run again the same way
+                rows = await retrying_deadlocks_async(alone, operation=plan.statement)
         except psycopg.Error as exc:
             raise database_error(exc) from exc
         enqueued = _in_order(rows, plan)

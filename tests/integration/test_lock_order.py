@@ -196,7 +196,7 @@ async def test_a_bulk_cancel_the_database_aborts_to_break_a_deadlock_runs_again(
             conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [first])
 
     pool = await app.db.async_pool()
-    caplog.set_level(logging.WARNING, logger="tickwork.admin")
+    caplog.set_level(logging.WARNING, logger="tickwork.db")
     with sql.transaction():
         sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [first])
         cancel = asyncio.create_task(
@@ -213,3 +213,50 @@ async def test_a_bulk_cancel_the_database_aborts_to_break_a_deadlock_runs_again(
     assert any("deadlock" in r.getMessage() for r in caplog.records)  # it was aborted once
     assert states == {first: "RUNNING", second: "RUNNING"}  # and then did its work
     assert all(app.get_job(j).cancel_requested_at is not None for j in (first, second))
+
+
+@pytest.mark.parametrize("facade", ["async", "sync"])
+async def test_an_enqueue_the_database_aborts_to_break_a_deadlock_runs_again(
+    app: App,
+    sql: psycopg.Connection[Any],
+    database_url: str,
+    schema: str,
+    caplog: pytest.LogCaptureFixture,
+    facade: str,
+) -> None:
+    # A batch whose unique keys are held by existing jobs locks those jobs in input order;
+    # another transaction taking them in the other order meets it in a cycle. In tickwork's
+    # own transaction the aborted batch runs again.
+    @app.task()
+    def work() -> None:
+        return None
+
+    first = work.configure(unique_key="first").defer().id
+    second = work.configure(unique_key="second").defer().id
+
+    def rival(conn: psycopg.Connection[Any]) -> None:
+        # with a long deadlock_timeout it is never the one PostgreSQL aborts
+        with conn.transaction():
+            conn.execute("SET LOCAL deadlock_timeout = '60s'")
+            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [second])
+            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [first])
+
+    caplog.set_level(logging.WARNING, logger="tickwork.db")
+    batch = [{"task": work.name, "unique_key": key} for key in ("first", "second")]
+    with sql.transaction():
+        sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [first])
+        enqueue = asyncio.create_task(
+            app.enqueue_many_async(batch)
+            if facade == "async"
+            else asyncio.to_thread(app.enqueue_many, batch)
+        )
+        await asyncio.to_thread(lock_waiters_reach, database_url, 1)  # the batch, on first
+        other = Blocked(database_url, rival)  # holds second, waits for first
+        await asyncio.to_thread(lock_waiters_reach, database_url, 2)
+    # first goes to the batch, which then waits for second: a cycle
+    jobs = await asyncio.wait_for(enqueue, HANG_GUARD)
+    await asyncio.to_thread(other.join)
+
+    assert other.error is None
+    assert any("deadlock" in r.getMessage() for r in caplog.records)  # it was aborted once
+    assert [(j.id, j.duplicate) for j in jobs] == [(first, True), (second, True)]

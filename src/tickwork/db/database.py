@@ -10,7 +10,8 @@ import asyncio
 import logging
 import math
 import threading
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row, tuple_row
@@ -24,6 +25,12 @@ from tickwork.errors import DatabaseError, DataRefused
 log = logging.getLogger("tickwork.db")
 
 Row = dict[str, Any]
+T = TypeVar("T")
+
+DEADLOCK_RETRIES = 3
+"""Runs of a statement in tickwork's own transaction while the database aborts it to break a
+deadlock: each abort rolls the transaction back, so running it again is safe. (A statement
+in the caller's transaction is not re-run: the caller's transaction is aborted with it.)"""
 
 
 def fetch(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> list[Row]:
@@ -49,6 +56,38 @@ async def fetch_tuples_async(
     async with conn.cursor(row_factory=tuple_row) as cur:
         await cur.execute(sql, params)
         return list(await cur.fetchall())
+
+
+def retrying_deadlocks(run: Callable[[], T], operation: str) -> T:
+    """``run()``, run again (up to :data:`DEADLOCK_RETRIES` runs in all) when the database
+    aborts it to break a deadlock."""
+    for attempt in range(1, DEADLOCK_RETRIES + 1):
+        try:
+            return run()
+        except psycopg.errors.DeadlockDetected:
+            if attempt == DEADLOCK_RETRIES:
+                raise
+            _log_deadlock(operation, attempt)
+    raise AssertionError("unreachable")  # the last run returned or raised
+
+
+async def retrying_deadlocks_async(run: Callable[[], Awaitable[T]], operation: str) -> T:
+    """:func:`retrying_deadlocks` for a coroutine."""
+    for attempt in range(1, DEADLOCK_RETRIES + 1):
+        try:
+            return await run()
+        except psycopg.errors.DeadlockDetected:
+            if attempt == DEADLOCK_RETRIES:
+                raise
+            _log_deadlock(operation, attempt)
+    raise AssertionError("unreachable")  # the last run returned or raised
+
+
+def _log_deadlock(operation: str, attempt: int) -> None:
+    log.warning(
+        "statement aborted to break a deadlock; running it again",
+        extra={"operation": operation, "run": attempt},
+    )
 
 
 def database_error(exc: psycopg.Error) -> DatabaseError:

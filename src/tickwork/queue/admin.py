@@ -15,10 +15,9 @@ from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.db.database import run_named
+from tickwork.db.database import retrying_deadlocks_async, run_named
 from tickwork.db.statements import Statements
 from tickwork.errors import InvalidInput
 from tickwork.queue import rows as decode
@@ -39,11 +38,6 @@ OPERATIONS = {"retry": "job_retry", "cancel": "job_cancel"}
 """Operator actions on jobs, by the statement that performs them."""
 ALLOWED_FROM = {"retry": ["DEAD_LETTER", "FAILED"], "cancel": ["PENDING", "FAILED", "RUNNING"]}
 """The states each action applies to (the statements hold the same rule)."""
-DEADLOCK_RETRIES = 3
-"""Runs of a bulk retry or cancel the database may abort to break a deadlock before the
-error is the caller's (it locks its jobs in id order, a statement locking the same jobs in
-another order can still meet it; the whole statement rolls back, so running it again is
-safe)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,21 +248,16 @@ async def act(
     actor: str,
 ) -> dict[int, str | None]:
     """Retry or cancel these jobs in one statement. For each job found: its new state, or
-    None when the operation does not apply to its state (missing ids are left out)."""
+    None when the operation does not apply to its state (missing ids are left out).
+
+    The statement locks its jobs in id order; one locking the same jobs in another order
+    can still meet it, so a run the database aborts to break a deadlock is run again."""
+    name = OPERATIONS[operation]
     params = {"job_ids": job_ids, "actor": actor}
-    for run in range(1, DEADLOCK_RETRIES + 1):
-        try:
-            found = await run_named(pool, statements, OPERATIONS[operation], params)
-        except psycopg.errors.DeadlockDetected:
-            if run == DEADLOCK_RETRIES:
-                raise
-            log.warning(
-                "bulk job action aborted to break a deadlock; running it again",
-                extra={"operation": operation, "jobs": len(job_ids), "run": run},
-            )
-            continue
-        return {r["id"]: r["state"] for r in found}
-    raise AssertionError("unreachable")  # the last run returned or raised
+    found = await retrying_deadlocks_async(
+        lambda: run_named(pool, statements, name, params), operation=name
+    )
+    return {r["id"]: r["state"] for r in found}
 
 
 async def executions(
