@@ -8,8 +8,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -178,6 +178,45 @@ async def test_watchdog_and_bulk_cancel_do_not_deadlock(
     assert [app.get_job(j).state for j in (first, second)] == [JobState.CANCELLED] * 2
 
 
+T = TypeVar("T")
+
+
+async def aborted_once_in_a_cycle(
+    victim: Coroutine[Any, Any, T],
+    sql: psycopg.Connection[Any],
+    url: str,
+    schema: str,
+    first: int,
+    second: int,
+    caplog: pytest.LogCaptureFixture,
+) -> T:
+    """Run ``victim`` (which locks job ``first`` then ``second``) into a deadlock with a
+    rival locking them the other way round, one the database breaks by aborting the victim;
+    return what the victim returns in the end, once it is shown to have been aborted."""
+
+    def rival(conn: psycopg.Connection[Any]) -> None:
+        # with a long deadlock_timeout it is never the one PostgreSQL aborts: the victim,
+        # checking after its default 1 s, is
+        with conn.transaction():
+            conn.execute("SET LOCAL deadlock_timeout = '60s'")
+            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [second])
+            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [first])
+
+    caplog.set_level(logging.WARNING, logger="tickwork.db")
+    with sql.transaction():
+        sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [first])
+        task = asyncio.create_task(victim)
+        await asyncio.to_thread(lock_waiters_reach, url, 1)  # the victim, on first
+        other = Blocked(url, rival)  # holds second, waits for first
+        await asyncio.to_thread(lock_waiters_reach, url, 2)
+    # first goes to the victim, which then waits for second: a cycle
+    result = await asyncio.wait_for(task, HANG_GUARD)
+    await asyncio.to_thread(other.join)
+    assert other.error is None
+    assert any("deadlock" in r.getMessage() for r in caplog.records)  # it was aborted once
+    return result
+
+
 async def test_a_bulk_cancel_the_database_aborts_to_break_a_deadlock_runs_again(
     app: App,
     sql: psycopg.Connection[Any],
@@ -186,31 +225,10 @@ async def test_a_bulk_cancel_the_database_aborts_to_break_a_deadlock_runs_again(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     first, second = await two_running_jobs(app, sql)
-
-    def rival(conn: psycopg.Connection[Any]) -> None:
-        # locks the two jobs in the other order; with a long deadlock_timeout it is never
-        # the one PostgreSQL aborts: the cancel, checking after its default 1 s, is
-        with conn.transaction():
-            conn.execute("SET LOCAL deadlock_timeout = '60s'")
-            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [second])
-            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [first])
-
     pool = await app.db.async_pool()
-    caplog.set_level(logging.WARNING, logger="tickwork.db")
-    with sql.transaction():
-        sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [first])
-        cancel = asyncio.create_task(
-            admin.act(pool, app.db.statements, "cancel", [first, second], "test")
-        )
-        await asyncio.to_thread(lock_waiters_reach, database_url, 1)  # the cancel, on first
-        other = Blocked(database_url, rival)  # holds second, waits for first
-        await asyncio.to_thread(lock_waiters_reach, database_url, 2)
-    # first goes to the cancel, which then waits for second: a cycle
-    states = await asyncio.wait_for(cancel, HANG_GUARD)
-    await asyncio.to_thread(other.join)
+    cancel = admin.act(pool, app.db.statements, "cancel", [first, second], "test")
 
-    assert other.error is None
-    assert any("deadlock" in r.getMessage() for r in caplog.records)  # it was aborted once
+    states = await aborted_once_in_a_cycle(cancel, sql, database_url, schema, first, second, caplog)
     assert states == {first: "RUNNING", second: "RUNNING"}  # and then did its work
     assert all(app.get_job(j).cancel_requested_at is not None for j in (first, second))
 
@@ -233,30 +251,12 @@ async def test_an_enqueue_the_database_aborts_to_break_a_deadlock_runs_again(
 
     first = work.configure(unique_key="first").defer().id
     second = work.configure(unique_key="second").defer().id
-
-    def rival(conn: psycopg.Connection[Any]) -> None:
-        # with a long deadlock_timeout it is never the one PostgreSQL aborts
-        with conn.transaction():
-            conn.execute("SET LOCAL deadlock_timeout = '60s'")
-            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [second])
-            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [first])
-
-    caplog.set_level(logging.WARNING, logger="tickwork.db")
     batch = [{"task": work.name, "unique_key": key} for key in ("first", "second")]
-    with sql.transaction():
-        sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [first])
-        enqueue = asyncio.create_task(
-            app.enqueue_many_async(batch)
-            if facade == "async"
-            else asyncio.to_thread(app.enqueue_many, batch)
-        )
-        await asyncio.to_thread(lock_waiters_reach, database_url, 1)  # the batch, on first
-        other = Blocked(database_url, rival)  # holds second, waits for first
-        await asyncio.to_thread(lock_waiters_reach, database_url, 2)
-    # first goes to the batch, which then waits for second: a cycle
-    jobs = await asyncio.wait_for(enqueue, HANG_GUARD)
-    await asyncio.to_thread(other.join)
+    enqueue = (
+        app.enqueue_many_async(batch)
+        if facade == "async"
+        else asyncio.to_thread(app.enqueue_many, batch)
+    )
 
-    assert other.error is None
-    assert any("deadlock" in r.getMessage() for r in caplog.records)  # it was aborted once
+    jobs = await aborted_once_in_a_cycle(enqueue, sql, database_url, schema, first, second, caplog)
     assert [(j.id, j.duplicate) for j in jobs] == [(first, True), (second, True)]
