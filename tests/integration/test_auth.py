@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import threading
 import time
 from typing import Any
 
@@ -37,6 +38,7 @@ PASSWORD = "correct horse battery staple"
 OTHER_PASSWORD = "another long passphrase"
 ADDRESS = "192.0.2.10"
 WAIT_GUARD = 100_000  # not a timing assertion: only stops a broken test from spinning
+HANG_GUARD = 60.0  # not a timing assertion: only stops a broken test from hanging
 
 
 async def service(app: App, **overrides: Any) -> AuthService:
@@ -245,8 +247,8 @@ async def test_failed_logins_all_say_the_same(app: App, sql: psycopg.Connection[
         assert not isinstance(caught.value, LoginThrottled)
         messages.append(str(caught.value))
     assert messages == ["invalid email or password"] * 3
-    [(failures,)] = sql.execute("SELECT count(*) FROM login_failures")
-    assert failures == 3
+    [(failures,)] = sql.execute("SELECT count(*) FROM login_failures WHERE NOT checking")
+    assert failures == 3  # settled: no check is left running
 
     pair = await auth.login(" ADA@example.com ", PASSWORD, ADDRESS)
     assert pair.user.id == user.id and pair.user.last_login_at is not None
@@ -286,6 +288,83 @@ async def test_parallel_guesses_cannot_slip_under_the_login_limit(
     assert all(str(o) == "invalid email or password" for o in checked)
     [(failures,)] = sql.execute("SELECT count(*) FROM login_failures")
     assert failures == 3  # a throttled attempt is refused, not counted
+
+
+async def test_parallel_guesses_are_counted_under_repeatable_read_too(
+    database_url: str, schema: str, clean: None
+) -> None:
+    # the count must see the attempt that held the lock before: a server (or role) whose
+    # default isolation is REPEATABLE READ would otherwise let every waiter count stale rows
+    options = "options=-c%20default_transaction_isolation%3Drepeatable%5C%20read"
+    app = App(database_url=f"{database_url}?{options}", schema=schema)
+    try:
+        auth = await service(app, login_max_per_account=3, login_window=600)
+        await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
+
+        async def guess(n: int) -> BaseException:
+            try:
+                await auth.login("ada@example.com", f"wrong password {n}", f"198.51.100.{n}")
+            except AuthError as exc:
+                return exc
+            raise AssertionError("a wrong password logged in")
+
+        outcomes = await asyncio.gather(*(guess(n) for n in range(12)))
+        assert len([o for o in outcomes if not isinstance(o, LoginThrottled)]) == 3
+    finally:
+        await app.db.aclose()
+
+
+async def test_right_passwords_over_the_limit_in_parallel_are_told_to_retry_in_a_moment(
+    app: App, sql: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An attempt is counted before its password is checked, so attempts whose checks are
+    # still running fill the count; one over the limit only because of them may retry in a
+    # second (they may all prove right), not after the whole window.
+    from tickwork.auth import service as auth_module
+
+    auth = await service(app, login_max_per_account=3, login_window=600)
+    await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
+    loop = asyncio.get_running_loop()
+    checking: list[int] = []
+    all_checking = asyncio.Event()
+    release = threading.Event()
+    matches = auth_module._password_matches
+
+    def held_check(password_hash: str | None, password: str) -> bool:  # in a thread
+        checking.append(1)
+        if len(checking) == 3:
+            loop.call_soon_threadsafe(all_checking.set)
+        release.wait(HANG_GUARD)
+        return matches(password_hash, password)
+
+    monkeypatch.setattr(auth_module, "_password_matches", held_check)
+    logins = [asyncio.create_task(login(auth)) for _ in range(3)]
+    await asyncio.wait_for(all_checking.wait(), HANG_GUARD)
+    with pytest.raises(LoginThrottled) as caught:
+        await login(auth)
+    assert caught.value.retry_after == auth_module.LOGIN_CHECK_RETRY_AFTER
+    release.set()
+    assert all(pair.user.email == "ada@example.com" for pair in await asyncio.gather(*logins))
+    [(failures,)] = sql.execute("SELECT count(*) FROM login_failures")
+    assert failures == 0  # all three forgiven
+    assert await login(auth) is not None
+
+
+async def test_a_password_check_that_never_ended_counts_as_a_failure(
+    app: App, sql: psycopg.Connection[Any]
+) -> None:
+    # its process died mid-check: after LOGIN_CHECK_TIMEOUT the reserved attempt is a failure
+    auth = await service(app, login_max_per_account=2, login_window=600)
+    await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
+    sql.execute(
+        "INSERT INTO login_failures (email, address, checking, occurred_at)"
+        " SELECT 'ada@example.com', %s, true, now() - interval '2 minutes'"
+        " FROM generate_series(1, 2)",
+        [ADDRESS],
+    )
+    with pytest.raises(LoginThrottled) as caught:
+        await login(auth)
+    assert 400 < caught.value.retry_after <= 480  # the window, not a moment
 
 
 async def test_a_right_password_is_not_counted_as_a_failure(

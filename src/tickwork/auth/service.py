@@ -68,6 +68,12 @@ LOGIN_FAILED = "invalid email or password"
 """The one answer to every failed login, so it does not tell which emails exist."""
 LOCAL_ADDRESS = "local"
 """The client address of password checks made through the library rather than the API."""
+LOGIN_CHECK_RETRY_AFTER = 1.0
+"""Retry-After (seconds) for an attempt over a throttle limit only because other attempts'
+password checks are still running: they may yet prove right and not count."""
+LOGIN_CHECK_TIMEOUT = 60.0
+"""A password check not settled after this long died with its process: it counts as a
+failure (a check takes well under a second)."""
 SYSTEM_ACTOR = "system"
 ANONYMOUS_ACTOR = "anonymous"
 
@@ -302,7 +308,9 @@ class AuthService:
             row = await self._user_row(conn, user_id)
         reserved = await self._reserve_attempt(row["email"], address)
         if not await asyncio.to_thread(_password_matches, row["password_hash"], old):
+            await self._settle_attempt(reserved, failed=True)
             raise AuthError("the current password is incorrect")
+        await self._settle_attempt(reserved, failed=False)
         new_hash = await asyncio.to_thread(hash_password, new)
         async with self.pool.connection() as conn, conn.transaction():
             changed = await self._q(
@@ -314,7 +322,6 @@ class AuthService:
             )
             if not changed:
                 raise ConflictError(f"the password of user {user_id} changed meanwhile; retry")
-            await self._q(conn, "login_attempt_forgive", reserved_id=reserved)
             await self._q(
                 conn, "refresh_tokens_revoke_for_user", user_id=user_id, reason="password_changed"
             )
@@ -331,23 +338,36 @@ class AuthService:
         all slip under the limit. Returns the failure it was counted as, to forgive
         (``login_attempt_forgive``) once the password proves right."""
         settings = self.settings
-        async with self.pool.connection() as conn, conn.transaction():
-            await self._q(conn, "login_attempt_lock", email=email, address=address)
-            [wait] = await self._q(
-                conn,
-                "login_attempt_reserve",
-                email=email,
-                address=address,
-                window=settings.login_window,
-                max_per_account=settings.login_max_per_account,
-                max_per_address=settings.login_max_per_address,
-            )
+        async with self.pool.connection() as conn:
+            # the count must see the attempt that held the lock before this one: a snapshot
+            # per statement (whatever the server's default isolation)
+            await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+            async with conn.transaction():
+                await self._q(conn, "login_attempt_lock", email=email, address=address)
+                [wait] = await self._q(
+                    conn,
+                    "login_attempt_reserve",
+                    email=email,
+                    address=address,
+                    window=settings.login_window,
+                    max_per_account=settings.login_max_per_account,
+                    max_per_address=settings.login_max_per_address,
+                    check_timeout=LOGIN_CHECK_TIMEOUT,
+                    check_retry_after=LOGIN_CHECK_RETRY_AFTER,
+                )
         waits = [
             w for w in (wait["account_retry_after"], wait["address_retry_after"]) if w is not None
         ]
         if waits:  # both counters must drop below their maximum: wait for the later
             raise LoginThrottled(max(0.0, *waits))
         return int(wait["reserved_id"])
+
+    async def _settle_attempt(self, reserved: int, *, failed: bool) -> None:
+        """The password check of a reserved attempt ended: a failure that counts, or
+        forgiven."""
+        statement = "login_attempt_fail" if failed else "login_attempt_forgive"
+        async with self.pool.connection() as conn:
+            await self._q(conn, statement, reserved_id=reserved)
 
     async def login(self, email: str, password: str, address: str) -> TokenPair:
         """Check a password and start a session. Throttled per account and per client
@@ -356,6 +376,15 @@ class AuthService:
         self._require_started()  # before any state changes
         email = email.strip() if isinstance(email, str) else ""
         reserved = await self._reserve_attempt(email, address)
+        try:
+            return await self._login_reserved(email, password, address, reserved)
+        except AuthError:
+            await self._settle_attempt(reserved, failed=True)
+            raise
+
+    async def _login_reserved(
+        self, email: str, password: str, address: str, reserved: int
+    ) -> TokenPair:
         async with self.pool.connection() as conn:
             found = await self._q(conn, "user_get_by_email", email=email)
         row = found[0] if found else None

@@ -331,9 +331,11 @@ class Worker:
             else:
                 await self._stop.wait()
         finally:
-            await self._drain()
-            await self._stop_background()
-            await self.close()
+            try:
+                await self._drain()
+            finally:  # a drain that failed (the database is down) still ends the loops
+                await self._stop_background()
+                await self.close()
 
     async def run_once(self) -> RunOnceResult:
         """Claim up to ``concurrency`` jobs, run them all to the end, record the outcomes."""

@@ -88,29 +88,45 @@ SELECT pg_advisory_xact_lock(hashtextextended('{schema}.login.account:' || lower
        pg_advisory_xact_lock(hashtextextended('{schema}.login.address:' || %(address)s, 0));
 
 -- name: login_attempt_reserve
--- The throttle, under login_attempt_lock. Seconds until each counter drops below its maximum
--- (NULL: below it already; the max-th newest failure inside the window is the one whose
--- leaving un-throttles). When neither counter is at its maximum, this attempt is counted as a
--- failure before its password is checked (reserved_id), and forgiven if the password is right
--- (login_attempt_forgive): an attempt that never finishes counts. Failures that have left the
+-- The throttle, under login_attempt_lock. Seconds until each counter lets an attempt through
+-- (NULL: it does already). A counter is at its maximum when the failures inside the window,
+-- with the attempts whose password check is still running, reach it; the wait is then until
+-- the max-th newest settled failure leaves the window, or a moment (check_retry_after) when
+-- only running checks make up the count. Below both maximums this attempt is counted as a
+-- failure before its password is checked (reserved_id, marked checking): settled by
+-- login_attempt_fail or forgiven by login_attempt_forgive. A check still marked after
+-- check_timeout died with its process and counts as a failure. Failures that have left the
 -- window are dropped (they are never counted again).
-WITH waits AS (
+WITH counted AS (
+    SELECT lower(f.email) = lower(%(email)s) AS on_account,
+           f.address = %(address)s AS from_address,
+           f.occurred_at,
+           f.checking AND f.occurred_at > now() - make_interval(secs => %(check_timeout)s)
+               AS running  -- its password check has not ended yet
+    FROM {schema}.login_failures f
+    WHERE (lower(f.email) = lower(%(email)s) OR f.address = %(address)s)
+      AND f.occurred_at > now() - make_interval(secs => %(window)s)  -- inside the window
+), waits AS (
     SELECT
-        (SELECT extract(epoch FROM f.occurred_at + make_interval(secs => %(window)s) - now())
-         FROM {schema}.login_failures f
-         WHERE lower(f.email) = lower(%(email)s)
-           AND f.occurred_at > now() - make_interval(secs => %(window)s)  -- inside the window
-         ORDER BY f.occurred_at DESC
-         OFFSET %(max_per_account)s - 1 LIMIT 1)::float8 AS account_retry_after,
-        (SELECT extract(epoch FROM f.occurred_at + make_interval(secs => %(window)s) - now())
-         FROM {schema}.login_failures f
-         WHERE f.address = %(address)s
-           AND f.occurred_at > now() - make_interval(secs => %(window)s)  -- inside the window
-         ORDER BY f.occurred_at DESC
-         OFFSET %(max_per_address)s - 1 LIMIT 1)::float8 AS address_retry_after
+        CASE WHEN (SELECT count(*) FROM counted WHERE on_account) >= %(max_per_account)s THEN
+            coalesce((SELECT extract(epoch FROM c.occurred_at
+                                                + make_interval(secs => %(window)s) - now())
+                      FROM counted c WHERE c.on_account AND NOT c.running
+                      ORDER BY c.occurred_at DESC
+                      OFFSET %(max_per_account)s - 1 LIMIT 1),
+                     %(check_retry_after)s)
+        END::float8 AS account_retry_after,
+        CASE WHEN (SELECT count(*) FROM counted WHERE from_address) >= %(max_per_address)s THEN
+            coalesce((SELECT extract(epoch FROM c.occurred_at
+                                                + make_interval(secs => %(window)s) - now())
+                      FROM counted c WHERE c.from_address AND NOT c.running
+                      ORDER BY c.occurred_at DESC
+                      OFFSET %(max_per_address)s - 1 LIMIT 1),
+                     %(check_retry_after)s)
+        END::float8 AS address_retry_after
 ), reserved AS (
-    INSERT INTO {schema}.login_failures (email, address)
-    SELECT %(email)s, %(address)s FROM waits
+    INSERT INTO {schema}.login_failures (email, address, checking)
+    SELECT %(email)s, %(address)s, true FROM waits
     WHERE account_retry_after IS NULL AND address_retry_after IS NULL  -- not throttled
     RETURNING id
 ), pruned AS (
@@ -120,6 +136,10 @@ WITH waits AS (
 )
 SELECT w.account_retry_after, w.address_retry_after, (SELECT id FROM reserved) AS reserved_id
 FROM waits w;
+
+-- name: login_attempt_fail
+-- The password was wrong (or the account disabled): the reserved attempt is a settled failure.
+UPDATE {schema}.login_failures SET checking = false WHERE id = %(reserved_id)s;
 
 -- name: login_attempt_forgive
 -- The password was right: the attempt reserved as a failure does not count.
