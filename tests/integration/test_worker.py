@@ -274,6 +274,33 @@ async def test_a_pass_that_drops_its_cancellation_does_not_hold_shutdown(
     assert worker.retention is not None and not worker._background
 
 
+async def test_worker_connections_keep_the_options_of_the_url(
+    database_url: str, schema: str, clean: None
+) -> None:
+    # the worker adds its plan settings to the URL's options instead of replacing them
+    app = App(database_url=f"{database_url}?options=-c%20statement_timeout%3D12345", schema=schema)
+    worker = app.worker()
+    await worker.open()
+    try:
+        for pool, plan in (
+            (worker._pool, "force_custom_plan"),
+            (worker._claim_pool, "force_generic_plan"),
+        ):
+            assert pool is not None
+            async with pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT current_setting('statement_timeout'),"
+                    " current_setting('plan_cache_mode')"
+                )
+                assert await cur.fetchone() == ("12345ms", plan)
+        async with (await app.db.async_pool()).connection() as conn:
+            cur = await conn.execute("SELECT current_setting('statement_timeout')")
+            assert await cur.fetchone() == ("12345ms",)
+    finally:
+        await worker.close()
+        await app.db.aclose()
+
+
 async def test_worker_registers_and_marks_itself_stopped(
     app: App, sql: psycopg.Connection[Any]
 ) -> None:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
@@ -134,8 +136,16 @@ class Database:
         # libpq takes whole seconds, and psycopg reads 0 as its default (130 s): round up
         return max(1, math.ceil(self.settings.connect_timeout))
 
-    def _kwargs(self) -> dict[str, Any]:
-        return {"autocommit": True, "connect_timeout": self._connect_timeout}
+    def connection_kwargs(self, url: str, **server_settings: str) -> dict[str, Any]:
+        """Keyword arguments for tickwork's own pooled connections: autocommit, the connect
+        timeout, and ``server_settings`` added to the options the URL (or ``PGOPTIONS``)
+        already gives, which an ``options`` argument would otherwise replace."""
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": self._connect_timeout}
+        if server_settings:
+            given = conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS", "")
+            ours = " ".join(f"-c {name}={value}" for name, value in server_settings.items())
+            kwargs["options"] = f"{given} {ours}".strip()
+        return kwargs
 
     def connect(self, *, autocommit: bool = True) -> psycopg.Connection[Any]:
         """A new sync connection, not pooled (the caller closes it)."""
@@ -167,7 +177,7 @@ class Database:
                         url,
                         min_size=self.settings.pool_min_size,
                         max_size=self.settings.pool_max_size,
-                        kwargs=self._kwargs(),
+                        kwargs=self.connection_kwargs(url),
                         open=True,
                         name="tickwork",
                     )
@@ -184,7 +194,7 @@ class Database:
                 url,
                 min_size=self.settings.pool_min_size,
                 max_size=max(max_size or 0, self.settings.pool_max_size),
-                kwargs=self._kwargs(),
+                kwargs=self.connection_kwargs(url),
                 open=False,
                 name="tickwork-async",
             )

@@ -64,21 +64,16 @@ SHUTDOWN_SETTLE_TIMEOUT = 2.0
 CLAIMS_IN_FLIGHT = 2
 """Most claims one worker has on the database at once; each takes at most its share of the
 slots, so the next batch is being claimed while the last one is being started."""
-WORKER_CONNECTION_OPTIONS: dict[str, Any] = {
-    "autocommit": True,
-    # The batch statements take arrays whose length varies from 1 to thousands; a cached
-    # generic plan chosen for one size can be orders of magnitude slower for another (lease
-    # renewal of 5,000 attempts: 46 ms planned for its arrays, 450 ms generic), so every
-    # execution is planned for its actual parameters (planning costs well under 1 ms).
-    "options": "-c plan_cache_mode=force_custom_plan",
-}
-CLAIM_CONNECTION_OPTIONS: dict[str, Any] = {
-    "autocommit": True,
-    # The claim reaches jobs by primary key from its own index scan, so one generic plan
-    # serves 1 row and 1,000 alike (measured: the same time for 1,000), and an idle worker's
-    # one-job claim skips its 0.4 ms of planning: pickup latency is mostly this statement.
-    "options": "-c plan_cache_mode=force_generic_plan",
-}
+
+# The batch statements take arrays whose length varies from 1 to thousands; a cached generic
+# plan chosen for one size can be orders of magnitude slower for another (lease renewal of
+# 5,000 attempts: 46 ms planned for its arrays, 450 ms generic), so every execution is
+# planned for its actual parameters (planning costs well under 1 ms).
+WORKER_SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
+# The claim reaches jobs by primary key from its own index scan, so one generic plan serves
+# 1 row and 1,000 alike (measured: the same time for 1,000), and an idle worker's one-job
+# claim skips its 0.4 ms of planning: pickup latency is mostly this statement.
+CLAIM_SERVER_SETTINGS = {"plan_cache_mode": "force_generic_plan"}
 
 
 @dataclass(slots=True)  # not frozen: one per attempt, and a frozen __init__ costs 4x more
@@ -234,7 +229,7 @@ class Worker:
             url,
             min_size=1,
             max_size=min(self.concurrency, 8) + 3,
-            kwargs=WORKER_CONNECTION_OPTIONS,
+            kwargs=self.app.db.connection_kwargs(url, **WORKER_SERVER_SETTINGS),
             open=False,
             name=f"tickwork-worker-{self.id}",
         )
@@ -242,7 +237,7 @@ class Worker:
             url,
             min_size=1,
             max_size=CLAIMS_IN_FLIGHT,
-            kwargs=CLAIM_CONNECTION_OPTIONS,
+            kwargs=self.app.db.connection_kwargs(url, **CLAIM_SERVER_SETTINGS),
             open=False,
             name=f"tickwork-claim-{self.id}",
         )
@@ -728,7 +723,9 @@ class Worker:
         while not self._drained.is_set():
             try:
                 conn = await psycopg.AsyncConnection.connect(
-                    self._url, autocommit=True, application_name=f"tickwork-listen-{self.id}"
+                    self._url,
+                    application_name=f"tickwork-listen-{self.id}",
+                    **self.app.db.connection_kwargs(self._url),
                 )
                 async with conn:
                     for channel in self._channels:
