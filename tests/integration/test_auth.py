@@ -367,6 +367,36 @@ async def test_a_password_check_that_never_ended_counts_as_a_failure(
     assert 400 < caught.value.retry_after <= 480  # the window, not a moment
 
 
+async def test_parallel_attempts_on_one_account_wait_without_holding_connections(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # attempts of one process take their turn in memory before the database lock, so a
+    # flood on one account holds one pool connection at the throttle, not one per attempt
+    auth = await service(app, login_max_per_account=3, login_window=600)
+    await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
+    query = auth._q
+    at_the_lock = 0
+    most = 0
+
+    async def counting(conn: Any, name: str, **params: Any) -> Any:
+        nonlocal at_the_lock, most
+        if name == "login_attempt_lock":
+            at_the_lock += 1
+            most = max(most, at_the_lock)
+        try:
+            return await query(conn, name, **params)
+        finally:
+            if name == "login_attempt_reserve":
+                at_the_lock -= 1
+
+    monkeypatch.setattr(auth, "_q", counting)
+    await asyncio.gather(
+        *(auth.login("ada@example.com", "wrong", f"198.51.100.{n}") for n in range(12)),
+        return_exceptions=True,
+    )
+    assert most == 1
+
+
 async def test_a_right_password_is_not_counted_as_a_failure(
     app: App, sql: psycopg.Connection[Any]
 ) -> None:

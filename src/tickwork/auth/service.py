@@ -46,6 +46,7 @@ from tickwork.auth.tokens import (
     token_hash,
     verify_access_token,
 )
+from tickwork.auth.turns import Turns
 from tickwork.config import AuthSettings
 from tickwork.db.database import fetch_async
 from tickwork.db.statements import Statements
@@ -108,6 +109,7 @@ class AuthService:
         self.statements = statements
         self.settings = settings
         self._key: str | None = None
+        self._turns = Turns()  # password attempts on one account or address, one at a time
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -338,7 +340,10 @@ class AuthService:
         all slip under the limit. Returns the failure it was counted as, to forgive
         (``login_attempt_forgive``) once the password proves right."""
         settings = self.settings
-        async with self.pool.connection() as conn:
+        async with (
+            self._turns.take(f"account:{email.lower()}", f"address:{address}"),
+            self.pool.connection() as conn,
+        ):
             # the count must see the attempt that held the lock before this one: a snapshot
             # per statement (whatever the server's default isolation)
             await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
