@@ -52,6 +52,21 @@ async def login(auth: AuthService, email: str = "ada@example.com") -> TokenPair:
     return await auth.login(email, PASSWORD, ADDRESS)
 
 
+async def guesses_checked(auth: AuthService, count: int) -> list[AuthError]:
+    """Send ``count`` wrong passwords for ada at once, from as many addresses; the failures
+    of those whose password was checked (the others were throttled)."""
+
+    async def guess(n: int) -> AuthError:
+        try:
+            await auth.login("ada@example.com", f"wrong password number {n}", f"198.51.100.{n}")
+        except AuthError as exc:
+            return exc
+        raise AssertionError("a wrong password logged in")
+
+    outcomes = await asyncio.gather(*(guess(n) for n in range(count)))
+    return [o for o in outcomes if not isinstance(o, LoginThrottled)]
+
+
 def claims(auth: AuthService, **changes: Any) -> dict[str, Any]:
     now = int(time.time())
     base = {
@@ -274,16 +289,7 @@ async def test_parallel_guesses_cannot_slip_under_the_login_limit(
     # time: of twelve parallel guesses exactly the limit get a password check.
     auth = await service(app, login_max_per_account=3, login_window=600)
     await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
-
-    async def guess(n: int) -> BaseException:
-        try:
-            await auth.login("ada@example.com", f"wrong password number {n}", f"198.51.100.{n}")
-        except AuthError as exc:
-            return exc
-        raise AssertionError("a wrong password logged in")
-
-    outcomes = await asyncio.gather(*(guess(n) for n in range(12)))
-    checked = [o for o in outcomes if not isinstance(o, LoginThrottled)]
+    checked = await guesses_checked(auth, 12)
     assert len(checked) == 3
     assert all(str(o) == "invalid email or password" for o in checked)
     [(failures,)] = sql.execute("SELECT count(*) FROM login_failures")
@@ -300,16 +306,7 @@ async def test_parallel_guesses_are_counted_under_repeatable_read_too(
     try:
         auth = await service(app, login_max_per_account=3, login_window=600)
         await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
-
-        async def guess(n: int) -> BaseException:
-            try:
-                await auth.login("ada@example.com", f"wrong password {n}", f"198.51.100.{n}")
-            except AuthError as exc:
-                return exc
-            raise AssertionError("a wrong password logged in")
-
-        outcomes = await asyncio.gather(*(guess(n) for n in range(12)))
-        assert len([o for o in outcomes if not isinstance(o, LoginThrottled)]) == 3
+        assert len(await guesses_checked(auth, 12)) == 3
     finally:
         await app.db.aclose()
 
