@@ -14,6 +14,7 @@ import jwt
 import psycopg
 import pytest
 from argon2 import PasswordHasher
+from psycopg.conninfo import make_conninfo
 
 from tickwork import App
 from tickwork.auth import (
@@ -52,13 +53,17 @@ async def login(auth: AuthService, email: str = "ada@example.com") -> TokenPair:
     return await auth.login(email, PASSWORD, ADDRESS)
 
 
-async def guesses_checked(auth: AuthService, count: int) -> list[AuthError]:
-    """Send ``count`` wrong passwords for ada at once, from as many addresses; the failures
-    of those whose password was checked (the others were throttled)."""
+async def guesses_checked(app: App, count: int) -> list[AuthError]:
+    """Send ``count`` wrong passwords for ada at once, from as many addresses and through as
+    many services (as if from as many processes: only the database lock orders them); the
+    failures of those whose password was checked (the others were throttled)."""
+    services = [await service(app, login_max_per_account=3, login_window=600) for _ in range(count)]
 
     async def guess(n: int) -> AuthError:
         try:
-            await auth.login("ada@example.com", f"wrong password number {n}", f"198.51.100.{n}")
+            await services[n].login(
+                "ada@example.com", f"wrong password number {n}", f"198.51.100.{n}"
+            )
         except AuthError as exc:
             return exc
         raise AssertionError("a wrong password logged in")
@@ -289,7 +294,7 @@ async def test_parallel_guesses_cannot_slip_under_the_login_limit(
     # time: of twelve parallel guesses exactly the limit get a password check.
     auth = await service(app, login_max_per_account=3, login_window=600)
     await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
-    checked = await guesses_checked(auth, 12)
+    checked = await guesses_checked(app, 12)
     assert len(checked) == 3
     assert all(str(o) == "invalid email or password" for o in checked)
     [(failures,)] = sql.execute("SELECT count(*) FROM login_failures")
@@ -301,12 +306,12 @@ async def test_parallel_guesses_are_counted_under_repeatable_read_too(
 ) -> None:
     # the count must see the attempt that held the lock before: a server (or role) whose
     # default isolation is REPEATABLE READ would otherwise let every waiter count stale rows
-    options = "options=-c%20default_transaction_isolation%3Drepeatable%5C%20read"
-    app = App(database_url=f"{database_url}?{options}", schema=schema)
+    isolation = r"-c default_transaction_isolation=repeatable\ read"
+    app = App(database_url=make_conninfo(database_url, options=isolation), schema=schema)
     try:
         auth = await service(app, login_max_per_account=3, login_window=600)
         await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
-        assert len(await guesses_checked(auth, 12)) == 3
+        assert len(await guesses_checked(app, 12)) == 3
     finally:
         await app.db.aclose()
 

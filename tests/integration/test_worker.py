@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from tickwork import App, ConfigError, ExecutionState, JobContext, JobState
 
@@ -278,7 +279,8 @@ async def test_worker_connections_keep_the_options_of_the_url(
     database_url: str, schema: str, clean: None
 ) -> None:
     # the worker adds its plan settings to the URL's options instead of replacing them
-    app = App(database_url=f"{database_url}?options=-c%20statement_timeout%3D12345", schema=schema)
+    url = make_conninfo(database_url, options="-c statement_timeout=12345")
+    app = App(database_url=url, schema=schema)
     worker = app.worker()
     await worker.open()
     try:
