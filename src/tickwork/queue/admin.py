@@ -9,7 +9,6 @@ is an :class:`~tickwork.errors.InvalidInput` naming the field, never an unfilter
 from __future__ import annotations
 
 import enum
-import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -23,8 +22,6 @@ from tickwork.errors import InvalidInput
 from tickwork.queue import rows as decode
 from tickwork.queue.enqueue import check_queue
 from tickwork.types import Execution, JobState
-
-log = logging.getLogger("tickwork.admin")
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50

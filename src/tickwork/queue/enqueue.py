@@ -158,6 +158,19 @@ class InsertPlan:
     """For each input row, the index of the row sent for it."""
 
 
+BATCH_COLUMNS = (
+    "queue",
+    "task",
+    "priority",
+    "max_attempts",
+    "run_at",
+    "timeout",
+    "unique_key",
+    "created_by",
+)
+"""The columns job_insert_many takes as one array each (or one value for all)."""
+
+
 def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
     """``job_insert`` for one job (the cheapest form), ``job_insert_many`` otherwise.
 
@@ -206,19 +219,6 @@ def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
         else:
             params[column], params[column + "_all"] = values, None
     return InsertPlan("job_insert_many", params, sent, json.loads(args_json), position)
-
-
-BATCH_COLUMNS = (
-    "queue",
-    "task",
-    "priority",
-    "max_attempts",
-    "run_at",
-    "timeout",
-    "unique_key",
-    "created_by",
-)
-"""The columns job_insert_many takes as one array each (or one value for all)."""
 
 
 def insert_one_params(row: JobRow, args_json: str) -> dict[str, Any]:

@@ -306,7 +306,7 @@ class Worker:
         ]
         if self.run_watchdog and self.watchdog is not None:
             self._background.append(
-                asyncio.create_task(self._watchdog_loop(), name="tickwork-watchdog")
+                asyncio.create_task(self.watchdog.run(self._stop), name="tickwork-watchdog")
             )
         if self.app.settings.scheduler.enabled and self._pool is not None:
             self.scheduler_service = self.app.scheduler_service(self._pool)
@@ -752,10 +752,6 @@ class Worker:
             except (psycopg.Error, OSError) as exc:
                 log.error("lease renewal failed", extra={"error": str(exc)})
             raise_if_cancelled()
-
-    async def _watchdog_loop(self) -> None:
-        assert self.watchdog is not None
-        await self.watchdog.run(self._stop)
 
     async def _stop_background(self) -> None:
         """End the background loops: each stops at its event, and is cancelled so that one
