@@ -23,6 +23,7 @@ from tickwork.db.database import (
     Database,
     Row,
     database_error,
+    enqueue_error,
     fetch,
     fetch_async,
     retrying_deadlocks,
@@ -369,7 +370,11 @@ class App:
             # with the same keys in another order can deadlock with this one
             return retrying_deadlocks(alone, operation=plan.statement)
 
-        enqueued = _in_order(_translate(run), plan)
+        try:
+            rows = run()
+        except psycopg.Error as exc:  # as in enqueue_many_async
+            raise enqueue_error(exc, committing=conn is None) from exc
+        enqueued = _in_order(rows, plan)
         _count_enqueued(enqueued)
         return enqueued
 
@@ -399,7 +404,9 @@ class App:
                 # the same deadlock as in enqueue_many, run again the same way
                 rows = await retrying_deadlocks_async(alone, operation=plan.statement)
         except psycopg.Error as exc:
-            raise database_error(exc) from exc
+            # in autocommit the statement is its commit; in the caller's transaction nothing
+            # is committed yet
+            raise enqueue_error(exc, committing=conn is None) from exc
         enqueued = _in_order(rows, plan)
         _count_enqueued(enqueued)
         return enqueued

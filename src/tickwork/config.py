@@ -8,12 +8,15 @@ Everything is validated once, by :func:`load_settings`; errors name the field an
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from pydantic import (
     AliasChoices,
     BaseModel,
@@ -65,6 +68,10 @@ DEFAULT_DEAD_LETTER_RETENTION = 7 * 24 * 3600.0
 
 DEFAULT_API_HOST = "127.0.0.1"
 DEFAULT_API_PORT = 8080
+DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+"""Largest request body the API reads (a job's arguments may be 1 MiB of JSON)."""
+DEFAULT_DATABASE_WAIT = 5.0
+"""Seconds an API request waits for a database connection before it answers 503."""
 DEFAULT_ACCESS_TOKEN_TTL = 900.0
 MAX_ACCESS_TOKEN_TTL = 900.0
 DEFAULT_REFRESH_TOKEN_TTL = 30 * 24 * 3600.0
@@ -223,6 +230,26 @@ class ApiSettings(BaseModel):
     port: int = Field(DEFAULT_API_PORT, ge=0, le=65535)
     public_url: str | None = None
     """The address users open (printed at start; decides Secure cookies when https)."""
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024, le=1024**3)
+    """Larger request bodies are refused (413) before they are read."""
+    database_wait: float = Field(DEFAULT_DATABASE_WAIT, gt=0, le=300, allow_inf_nan=False)
+    """Seconds a request waits for a database connection; then it answers 503."""
+    trusted_proxies: list[str] = Field(default_factory=list)
+    """Addresses (or CIDR networks) of reverse proxies whose X-Forwarded-For and
+    X-Forwarded-Proto are believed; none by default, so a client cannot choose its own
+    address (which login throttling counts by)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ApiSettings:
+        for proxy in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"api.trusted_proxies ({proxy!r}) must be IP addresses or networks"
+                    " (like 10.0.0.5 or 10.0.0.0/8)"
+                ) from None
+        return self
 
 
 class ReactorSettings(BaseModel):
@@ -350,6 +377,8 @@ class Settings(BaseSettings):
                 f"schema ({self.schema_name!r}) must be a lower-case identifier "
                 "(letters, digits, underscore; not starting with a digit)"
             )
+        if self.database_url is not None:
+            _check_url(self.database_url.get_secret_value())
         if self.pool_max_size < self.pool_min_size:
             raise ValueError(
                 f"pool_max_size ({self.pool_max_size}) must be at least "
@@ -371,6 +400,20 @@ class Settings(BaseSettings):
         if path is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)
+
+
+def _check_url(url: str) -> None:
+    """Refuse a database URL libpq cannot parse, without echoing it (it may hold a
+    password, and the driver's own message quotes the whole URL)."""
+    try:
+        conninfo_to_dict(url)
+    except psycopg.Error:
+        scheme = url.split("://", 1)[0] if "://" in url else None
+        hint = f" (it starts with {scheme!r}://)" if scheme and scheme.isalnum() else ""
+        raise ValueError(
+            "database_url (<redacted>) must be a PostgreSQL URL, postgresql://user:password@"
+            f"host:port/database, or a key=value connection string{hint}"
+        ) from None
 
 
 def _config_file() -> Path | None:

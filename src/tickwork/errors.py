@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
+
+_SHORT = reprlib.Repr()  # keyword arguments arrive in Python 3.12
+_SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlist, _SHORT.maxtuple = 3, 4, 4, 4
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 80
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message: long or deep values are summarised (an error
+    never echoes a huge input back), strings longer than shown say how long they are."""
+    text = _SHORT.repr(value)
+    if isinstance(value, str) and len(value) > _SHORT.maxstring:
+        return f"{text} ({len(value):,} characters)"
+    return text
 
 
 class TickworkError(Exception):
@@ -15,6 +29,26 @@ class ConfigError(TickworkError):
 
 class DatabaseError(TickworkError):
     """The database could not be reached or refused an operation."""
+
+
+class DatabaseUnavailable(DatabaseError):
+    """The database could not be reached, or the connection was lost mid-operation."""
+
+
+class EnqueueFailed(DatabaseUnavailable):
+    """The database failed during an enqueue; ``stored`` says whether the job may exist."""
+
+    def __init__(self, stored: bool | None, cause: str) -> None:
+        self.stored = stored
+        """False: nothing was stored, enqueue again. None: the commit may have happened, look
+        for the job (by its ``unique_key``) before enqueueing it again."""
+        if stored is None:
+            super().__init__(
+                f"the connection failed while the job was being committed; it may have been"
+                f" stored (look it up, e.g. by its unique_key, before enqueueing it again): {cause}"
+            )
+        else:
+            super().__init__(f"the job was not stored (enqueue it again): {cause}")
 
 
 class DataRefused(DatabaseError, ValueError):
@@ -32,7 +66,7 @@ class EnqueueError(TickworkError, ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field} ({value!r}) {reason}")
+        super().__init__(f"{field} ({shown(value)}) {reason}")
 
 
 class UnknownTaskError(EnqueueError):
@@ -53,7 +87,7 @@ class ScheduleError(TickworkError, ValueError):
     def __init__(self, field: str, value: object, reason: str) -> None:
         self.field = field
         self.value = value
-        super().__init__(f"{field} ({value!r}) {reason}")
+        super().__init__(f"{field} ({shown(value)}) {reason}")
 
 
 class JobNotFoundError(TickworkError, LookupError):
@@ -125,7 +159,18 @@ class InvalidInput(TickworkError, ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field} ({value!r}) {reason}")
+        super().__init__(f"{field} ({shown(value)}) {reason}")
+
+
+class IncorrectPassword(InvalidInput):
+    """The current password given to change a password is wrong (the caller is logged in:
+    this is bad input, not a failed authentication)."""
+
+    def __init__(self, field: str = "current_password") -> None:
+        self.field = field
+        self.value = None
+        self.reason = "is incorrect"
+        TickworkError.__init__(self, f"{field} is incorrect")
 
 
 class ReactorDefinitionError(TickworkError, ValueError):
@@ -139,7 +184,7 @@ class SignalError(TickworkError, ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        super().__init__(f"{field} ({value!r}) {reason}")
+        super().__init__(f"{field} ({shown(value)}) {reason}")
 
 
 class NotLeaderError(TickworkError):

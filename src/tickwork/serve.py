@@ -97,7 +97,11 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
 
     _with_roles(app, options.roles)
     await asyncio.to_thread(app.migrate)
-    pool = await app.db.async_pool()
+    # API requests wait this long for a connection, then answer 503 (so do the services
+    # sharing the pool, which retry on their own)
+    pool = await app.db.async_pool(
+        timeout=app.settings.api.database_wait if "api" in options.roles else None
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     worker = None
@@ -124,13 +128,13 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
         running.append(asyncio.create_task(worker.run(), name="tickwork-worker"))
 
     signal_runtime = None
-    signals_stop = asyncio.Event()
+    background_stop = asyncio.Event()
     if "signals" in options.roles:
         from tickwork.signals.runtime import SignalRuntime
 
         signal_runtime = SignalRuntime(app, pool)
         running.append(
-            asyncio.create_task(signal_runtime.run(signals_stop), name="tickwork-signals")
+            asyncio.create_task(signal_runtime.run(background_stop), name="tickwork-signals")
         )
 
     server = None
@@ -139,6 +143,7 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
 
         auth = AuthService(pool, app.db.statements, app.settings.auth)
         await auth.start()
+        running.append(asyncio.create_task(auth.watch_sessions(background_stop), name="sessions"))
         admin_password = app.settings.auth.admin_password
         boot = await auth.bootstrap_admin(
             app.settings.auth.admin_email,
@@ -161,6 +166,10 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
             log_config=None,
             access_log=False,
             lifespan="off",
+            # forwarded headers only from configured proxies: anyone else could choose the
+            # address that login throttling counts attempts by
+            proxy_headers=bool(app.settings.api.trusted_proxies),
+            forwarded_allow_ips=list(app.settings.api.trusted_proxies),
         )
         server = _Server(config)
         api_task = asyncio.create_task(server.serve(), name="tickwork-api")
@@ -182,7 +191,7 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
         server.should_exit = True
     if worker is not None:
         worker.request_stop()
-    signals_stop.set()
+    background_stop.set()
     await asyncio.gather(*running, return_exceptions=True)
     stopper.cancel()
     await app.db.aclose()

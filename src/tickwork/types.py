@@ -106,6 +106,9 @@ class Job:
     """The schedule's fire time this job stands for."""
     duplicate: bool = False
     """True when an enqueue returned this existing job because of ``unique_key``."""
+    omitted: tuple[str, ...] = ()
+    """Fields this snapshot leaves out (``args`` empty, ``result`` None): too large for a
+    listing, or nested too deep to be served; reading the job itself returns what it can."""
 
 
 @dataclass(frozen=True, slots=True)

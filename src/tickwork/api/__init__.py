@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI
 
 from tickwork.api import identity, jobs, schedules, system
 from tickwork.api import signals as signal_routes
+from tickwork.api.gate import Gate
 from tickwork.api.inputs import refuse_unstorable_parameters
 from tickwork.api.problems import RESPONSES, install
 from tickwork.api.schemas import Problem
@@ -49,6 +50,11 @@ def create_api(
         api.include_router(module.router)
     install(api)
     check_table(api)
+    api.add_middleware(
+        Gate,
+        max_body_bytes=app.settings.api.max_body_bytes,
+        public=[route for route, role in ROUTE_ROLES.items() if role is PUBLIC],
+    )
     schema = api.openapi()
     schema["components"]["schemas"]["Problem"] = Problem.model_json_schema(
         ref_template="#/components/schemas/{model}"

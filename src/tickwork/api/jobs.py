@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
+import psycopg
 from fastapi import APIRouter, Depends, Query, Response
 
 from tickwork.api.inputs import CursorQuery, IdPath
 from tickwork.api.schemas import (
     BulkOut,
     EnqueueIn,
+    Instant,
     JobDetailOut,
     JobFilterIn,
     JobOut,
@@ -21,10 +22,12 @@ from tickwork.api.schemas import (
 from tickwork.api.security import Services, caller, services
 from tickwork.audit import audit_append
 from tickwork.auth import Principal
+from tickwork.db.database import enqueue_error
 from tickwork.errors import JobNotFoundError, JobStateError
 from tickwork.queue import admin
 from tickwork.queue.admin import JobFilter
 from tickwork.queue.enqueue import JobSpec
+from tickwork.queue.rows import servable
 
 router = APIRouter()
 
@@ -39,10 +42,10 @@ async def list_jobs(
     queue: str | None = None,
     task: str | None = None,
     schedule: Annotated[str | None, Query(description="schedule name")] = None,
-    created_from: datetime | None = None,
-    created_to: datetime | None = None,
-    finished_from: datetime | None = None,
-    finished_to: datetime | None = None,
+    created_from: Instant | None = None,
+    created_to: Instant | None = None,
+    finished_from: Instant | None = None,
+    finished_to: Instant | None = None,
     limit: Annotated[int, Query(ge=1, le=admin.MAX_PAGE)] = admin.DEFAULT_PAGE,
     before_id: CursorQuery = None,
 ) -> admin.Page:
@@ -73,15 +76,20 @@ async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) ->
         body.timeout,
         body.unique_key,
     )
-    async with svc.pool.connection() as conn, conn.transaction():
-        job = (await svc.app.enqueue_many_async([spec], conn=conn, created_by=who.actor))[0]
-        if job.duplicate:  # the job holding the unique_key, not a new one
-            response.status_code = 200
-        else:
-            await audit_append(
-                conn, svc.statements, who.actor, "job.enqueued", "job", str(job.id), {}
-            )
-    return job
+    committing = False  # once the transaction's block is left, its commit is under way
+    try:
+        async with svc.pool.connection() as conn, conn.transaction():
+            job = (await svc.app.enqueue_many_async([spec], conn=conn, created_by=who.actor))[0]
+            if job.duplicate:  # the job holding the unique_key, not a new one
+                response.status_code = 200
+            else:
+                await audit_append(
+                    conn, svc.statements, who.actor, "job.enqueued", "job", str(job.id), {}
+                )
+            committing = True
+    except psycopg.Error as exc:  # (the enqueue itself translates its own, as not stored)
+        raise enqueue_error(exc, committing=committing) from exc
+    return servable(job)
 
 
 def _filter(body: JobFilterIn) -> JobFilter:
@@ -114,7 +122,7 @@ async def get_job(job_id: IdPath, svc: Svc) -> dict[str, object]:
     """One job with every attempt (worker, lease, timings, error)."""
     job = await svc.app.get_job_async(job_id)
     executions = await admin.executions(svc.pool, svc.statements, job_id)
-    return JobOut.model_validate(job).model_dump() | {"executions": executions}
+    return JobOut.model_validate(servable(job)).model_dump() | {"executions": executions}
 
 
 async def _act(svc: Services, operation: str, job_id: int, who: Principal) -> object:
@@ -124,7 +132,7 @@ async def _act(svc: Services, operation: str, job_id: int, who: Principal) -> ob
     if changed[job_id] is None:
         job = await svc.app.get_job_async(job_id)
         raise JobStateError(job_id, job.state.value, operation, admin.ALLOWED_FROM[operation])
-    return await svc.app.get_job_async(job_id)
+    return servable(await svc.app.get_job_async(job_id))
 
 
 @router.post("/api/jobs/{job_id}/retry", response_model=JobOut, tags=["jobs"])

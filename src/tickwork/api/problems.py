@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from tickwork.db.database import database_error, unavailable
 from tickwork.errors import (
     AuthError,
     ConfigError,
     ConflictError,
     DatabaseError,
+    DatabaseUnavailable,
     DataRefused,
     EnqueueError,
+    EnqueueFailed,
     InvalidInput,
     JobNotFoundError,
     JobStateError,
@@ -35,6 +40,10 @@ MEDIA_TYPE = "application/problem+json"
 
 REDACTED = ("password", "token", "secret", "value")
 """Request fields whose values an error never echoes."""
+SHOWN_INPUT = 80
+"""Longest input value an error echoes; a longer one is described by its length."""
+RETRY_AFTER_UNAVAILABLE = 5
+"""Retry-After (seconds) of a 503 while the database is out of reach."""
 
 STATUS: list[tuple[type[Exception], int, str]] = [
     # Most specific first: LoginThrottled is an AuthError, UnknownTaskError an EnqueueError.
@@ -51,7 +60,8 @@ STATUS: list[tuple[type[Exception], int, str]] = [
     (ScheduleError, 400, "Invalid input"),
     (ConfigError, 400, "Invalid input"),
     (DataRefused, 400, "Invalid input"),
-    (DatabaseError, 503, "Database unavailable"),
+    (DatabaseUnavailable, 503, "Database unavailable"),
+    (DatabaseError, 500, "Internal error"),
 ]
 
 
@@ -88,13 +98,38 @@ def _for(exc: TickworkError) -> JSONResponse:
                 headers["WWW-Authenticate"] = "Bearer"
             if isinstance(exc, LoginThrottled):
                 headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+            if isinstance(exc, DatabaseUnavailable):
+                log.warning("database unavailable in a request", extra={"error": str(exc)})
+                headers["Retry-After"] = str(RETRY_AFTER_UNAVAILABLE)
+                extensions: dict[str, Any] = {}
+                detail = "the database could not be reached; retry shortly"
+                if isinstance(exc, EnqueueFailed):
+                    extensions["stored"] = "unknown" if exc.stored is None else "no"
+                    detail = str(exc)
+                return problem(status, title, detail, None, extensions, headers)
             if isinstance(exc, DatabaseError):
                 log.error("database error in a request", extra={"error": str(exc)})
-                return problem(status, title, "the database could not be reached", headers=headers)
+                return problem(
+                    500, "Internal error", "the database refused the operation; the log has it"
+                )
             field = getattr(exc, "field", None)
             return problem(status, title, str(exc), field, _extensions(exc), headers)
     log.exception("unexpected tickwork error", exc_info=exc)
     return problem(500, "Internal error", "the server failed; the log has the details")
+
+
+def _check_pool(request: Request) -> None:
+    """After a lost connection, have the pool test its idle ones now, so the requests after
+    a database restart do not each find another dead connection."""
+    services = getattr(request.app.state, "services", None)
+    pool = getattr(services, "pool", None)
+    if pool is not None and not _checks:  # one check at a time
+        task = asyncio.create_task(pool.check())
+        _checks.add(task)
+        task.add_done_callback(_checks.discard)
+
+
+_checks: set[asyncio.Task[None]] = set()
 
 
 def install(api: FastAPI) -> None:
@@ -102,17 +137,32 @@ def install(api: FastAPI) -> None:
 
     async def tickwork_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, TickworkError)
+        if isinstance(exc, DatabaseUnavailable):
+            _check_pool(request)
         return _for(exc)
+
+    async def driver_error(request: Request, exc: Exception) -> JSONResponse:
+        # a statement run without the translation of db/ (the storage seam translates most)
+        assert isinstance(exc, psycopg.Error)
+        if unavailable(exc):
+            _check_pool(request)
+        return _for(database_error(exc))
+
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error in a request", exc_info=exc)
+        return problem(500, "Internal error", "the server failed; the log has the details")
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path"))
         value = first.get("input")
-        if isinstance(value, dict | list) or value is None:
-            shown = ""
-        elif any(word in where for word in REDACTED):
+        if isinstance(value, dict | list) or value is None or not where:
+            shown = ""  # a whole body (of any content type) is never echoed: it may hold secrets
+        elif any(word in where.lower() for word in REDACTED):
             shown = " (<redacted>)"
+        elif isinstance(value, str | bytes) and len(value) > SHOWN_INPUT:
+            shown = f" (a value of {len(value):,} characters)"
         else:
             shown = f" ({value!r})"
         detail = f"{where}{shown}: {first['msg']}"
@@ -126,6 +176,8 @@ def install(api: FastAPI) -> None:
         return problem(exc.status_code, str(exc.detail), str(exc.detail))
 
     api.add_exception_handler(TickworkError, tickwork_error)
+    api.add_exception_handler(psycopg.Error, driver_error)
+    api.add_exception_handler(Exception, unexpected)  # a problem body, never text/plain
     api.add_exception_handler(RequestValidationError, validation_error)
     api.add_exception_handler(HTTPException, http_error)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
@@ -11,6 +12,8 @@ from fastapi import APIRouter, Depends, Response
 from tickwork.api.schemas import JobOut, ScheduleEditIn, ScheduleIn, ScheduleOut
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
+from tickwork.limits import too_deep
+from tickwork.queue.rows import servable
 from tickwork.schedule import admin
 from tickwork.schedule.scheduler import StoredSchedule
 
@@ -18,6 +21,14 @@ router = APIRouter(tags=["schedules"])
 
 Svc = Annotated[Services, Depends(services)]
 Caller = Annotated[Principal, Depends(caller)]
+
+
+def _shown(schedule: StoredSchedule) -> StoredSchedule:
+    """A schedule as served: arguments stored before the depth limit, too deep to be
+    served, are left out and named in ``omitted`` (the stored row is untouched)."""
+    if not too_deep(schedule.args):
+        return schedule
+    return replace(schedule, args={}, omitted=("args",))
 
 
 def _task_checker(svc: Services) -> admin.CheckTask:
@@ -30,7 +41,7 @@ def _task_checker(svc: Services) -> admin.CheckTask:
 @router.get("/api/schedules", response_model=list[ScheduleOut])
 async def list_schedules(svc: Svc) -> list[StoredSchedule]:
     """Every stored schedule (defined in code or by operators), by name."""
-    return await admin.list_all(svc.pool, svc.statements)
+    return [_shown(s) for s in await admin.list_all(svc.pool, svc.statements)]
 
 
 @router.post("/api/schedules", response_model=ScheduleOut, status_code=201)
@@ -48,13 +59,13 @@ async def create_schedule(body: ScheduleIn, svc: Svc, who: Caller) -> StoredSche
 @router.get("/api/schedules/{name}", response_model=ScheduleOut)
 async def get_schedule(name: str, svc: Svc) -> StoredSchedule:
     """One stored schedule."""
-    return await admin.get(svc.pool, svc.statements, name)
+    return _shown(await admin.get(svc.pool, svc.statements, name))
 
 
 @router.patch("/api/schedules/{name}", response_model=ScheduleOut)
 async def edit_schedule(name: str, body: ScheduleEditIn, svc: Svc, who: Caller) -> StoredSchedule:
     """Change an operator-stored schedule (a schedule defined in code answers 409)."""
-    return await admin.edit(
+    edited = await admin.edit(
         svc.pool,
         svc.statements,
         name,
@@ -62,6 +73,7 @@ async def edit_schedule(name: str, body: ScheduleEditIn, svc: Svc, who: Caller) 
         check_task=_task_checker(svc),
         actor=who.actor,
     )
+    return _shown(edited)
 
 
 @router.delete("/api/schedules/{name}", status_code=204)
@@ -73,7 +85,10 @@ async def delete_schedule(name: str, svc: Svc, who: Caller) -> Response:
 
 async def _set_paused(svc: Services, name: str, paused: bool, who: Principal) -> Any:
     await admin.get(svc.pool, svc.statements, name)  # 404 for an unknown name
-    return await asyncio.to_thread(svc.app.pause_schedule, name, paused=paused, actor=who.actor)
+    paused_or_not = await asyncio.to_thread(
+        svc.app.pause_schedule, name, paused=paused, actor=who.actor
+    )
+    return _shown(paused_or_not)
 
 
 @router.post("/api/schedules/{name}/pause", response_model=ScheduleOut)
@@ -92,4 +107,4 @@ async def resume_schedule(name: str, svc: Svc, who: Caller) -> Any:
 async def trigger_schedule(name: str, svc: Svc, who: Caller) -> Any:
     """Enqueue one job of the schedule now, outside its cron."""
     await admin.get(svc.pool, svc.statements, name)
-    return await asyncio.to_thread(svc.app.trigger_schedule, name, actor=who.actor)
+    return servable(await asyncio.to_thread(svc.app.trigger_schedule, name, actor=who.actor))

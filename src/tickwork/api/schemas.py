@@ -12,11 +12,27 @@ from pydantic_core import PydanticCustomError
 
 from tickwork.api.inputs import unstorable
 from tickwork.auth.tokens import MAX_API_TOKEN_TTL
+from tickwork.limits import MAX_JSON_DEPTH, too_deep
 
 
 def _by_name(value: Any) -> Any:
     return value.name if isinstance(value, enum.Enum) else value
 
+
+def _not_a_number(value: Any) -> Any:
+    if isinstance(value, bool | int | float) or (
+        isinstance(value, str) and value.strip().lstrip("-").replace(".", "", 1).isdigit()
+    ):
+        raise PydanticCustomError(
+            "datetime_text",
+            "must be an ISO 8601 date-time with a time zone, like 2026-12-04T10:00:00Z"
+            " (a number is ambiguous: seconds or milliseconds?)",
+        )
+    return value
+
+
+Instant = Annotated[datetime, BeforeValidator(_not_a_number)]
+"""A date-time given as ISO 8601 text; numbers are refused."""
 
 RoleName = Annotated[Literal["VIEWER", "OPERATOR", "ADMIN"], BeforeValidator(_by_name)]
 """A role by name (the stored form; the code's Role enum converts)."""
@@ -33,6 +49,16 @@ class Request(BaseModel):
     """A request body: unknown fields and text PostgreSQL cannot store are refused (422)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _shallow(cls, value: Any) -> Any:
+        # before pydantic or the check below walk it: a value too deep is refused unread
+        if isinstance(value, dict | list) and too_deep(value):
+            raise PydanticCustomError(
+                "too_deep", f"is nested deeper than {MAX_JSON_DEPTH} levels (the limit)"
+            )
+        return value
 
     @field_validator("*", mode="after")
     @classmethod
@@ -84,6 +110,11 @@ class JobOut(Model):
     schedule_id: int | None
     fire_time: datetime | None
     duplicate: bool
+    omitted: list[Literal["args", "result"]] = Field(
+        default_factory=list,
+        description="fields left out (args {}, result null): too large for a listing (the"
+        " job's own page has them) or nested too deep to be served",
+    )
 
 
 class ExecutionOut(Model):
@@ -113,7 +144,7 @@ class EnqueueIn(Request):
     queue: str | None = None
     priority: int | None = None
     max_attempts: int | None = None
-    run_at: datetime | None = None
+    run_at: Instant | None = None
     timeout: float | None = None
     unique_key: str | None = None
 
@@ -125,10 +156,10 @@ class JobFilterIn(Request):
     queue: str | None = None
     task: str | None = None
     schedule: str | None = None
-    created_from: datetime | None = None
-    created_to: datetime | None = None
-    finished_from: datetime | None = None
-    finished_to: datetime | None = None
+    created_from: Instant | None = None
+    created_to: Instant | None = None
+    finished_from: Instant | None = None
+    finished_to: Instant | None = None
 
 
 class BulkOut(Model):
@@ -185,6 +216,9 @@ class ScheduleOut(Model):
     next_run_at: datetime
     last_fire_at: datetime | None
     origin: str
+    omitted: list[Literal["args"]] = Field(
+        default_factory=list, description="fields left out (args {}): nested too deep to serve"
+    )
 
 
 class ScheduleIn(Request):

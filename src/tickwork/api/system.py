@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -12,6 +11,7 @@ from tickwork.api.inputs import CursorQuery
 from tickwork.api.schemas import (
     AuditPage,
     HealthOut,
+    Instant,
     LeaderOut,
     ReadyOut,
     SettingIn,
@@ -29,6 +29,9 @@ from tickwork.metrics import render
 from tickwork.queue import admin
 
 router = APIRouter()
+
+READY_WAIT = 0.5
+"""Seconds /readyz waits for a database connection before it answers 503."""
 
 Svc = Annotated[Services, Depends(services)]
 Caller = Annotated[Principal, Depends(caller)]
@@ -54,8 +57,8 @@ async def list_audit(
     event_type: str | None = None,
     target_type: str | None = None,
     target_id: str | None = None,
-    occurred_from: Annotated[datetime | None, Query(alias="from")] = None,
-    occurred_to: Annotated[datetime | None, Query(alias="to")] = None,
+    occurred_from: Annotated[Instant | None, Query(alias="from")] = None,
+    occurred_to: Annotated[Instant | None, Query(alias="to")] = None,
     limit: Annotated[int, Query(ge=1, le=admin.MAX_PAGE)] = admin.DEFAULT_PAGE,
     before_id: CursorQuery = None,
 ) -> admin.Page:
@@ -107,8 +110,9 @@ async def healthz() -> dict[str, Any]:
 
 @router.get("/readyz", response_model=ReadyOut, tags=["operations"])
 async def readyz(svc: Svc) -> dict[str, Any]:
-    """The database answers and the schema is migrated (503 otherwise)."""
-    async with svc.pool.connection() as conn:
+    """The database answers and the schema is migrated (503 otherwise, within half a
+    second: a probe must not wait out the requests' database wait)."""
+    async with svc.pool.connection(timeout=READY_WAIT) as conn:
         found = await fetch_async(conn, svc.statements["migration_applied"], {})
     return {"status": "ready", "schema_version": max((r["version"] for r in found), default=0)}
 

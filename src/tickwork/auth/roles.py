@@ -11,9 +11,10 @@ class Role(enum.IntEnum):
     """What a user (or a token) may do; a higher role may do everything a lower one may."""
 
     VIEWER = 1
-    """Reads jobs, queues, schedules and the audit trail."""
+    """Reads jobs, queues, schedules, workers and variables (not the audit trail)."""
     OPERATOR = 2
-    """Also acts on jobs, queues and schedules (retry, cancel, pause, trigger)."""
+    """Also acts on jobs, queues and schedules (retry, cancel, pause, trigger) and reads
+    the audit trail."""
     ADMIN = 3
     """Also manages users, invites, settings and secrets."""
 

@@ -1,12 +1,15 @@
 """The identity service: users, logins, sessions (access + refresh tokens), API tokens and
 invites, on the database. No HTTP here; the API layer calls these methods.
 
-Sessions: a login issues a short-lived access token (a JWT checked without the database)
-and an opaque refresh token starting a new *family*. Each refresh uses the presented token
-once and issues its successor in the same family; presenting a used token again means it
-leaked (or lost a race with its own copy), so the whole family is revoked. Changing a
-user's role, password or disabling them revokes all their refresh tokens; their access
-tokens lapse within ``auth.access_token_ttl`` (at most 15 minutes).
+Sessions: a login issues a short-lived access token (a signed JWT) and an opaque refresh
+token starting a new *family*: the session. Each refresh uses the presented token once and
+issues its successor in the same family; presenting a used token again means it leaked (or
+lost a race with its own copy), so the whole family is revoked. Changing a user's role,
+password or disabling them revokes all their families, a logout its own. An access token
+is honoured only while its family stands and its user is enabled with the role it names
+(checked against the database, the answer cached per process for a second and forgotten
+at once on a revocation: NOTIFY tells the other processes), so any of these takes effect
+on the next request.
 
 Every state change appends its audit event in the same transaction. No password, token or
 hash is ever put in an error, a log line or an audit event.
@@ -15,6 +18,7 @@ hash is ever put in an error, a log line or an audit event.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import secrets
@@ -22,6 +26,7 @@ import uuid
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.audit import audit_append
@@ -35,11 +40,13 @@ from tickwork.auth.passwords import (
     verify_password,
 )
 from tickwork.auth.roles import Role
+from tickwork.auth.sessions import SessionCache
 from tickwork.auth.tokens import (
     API_TOKEN_PREFIX,
     INVITE_PREFIX,
     MAX_API_TOKEN_TTL,
     REFRESH_PREFIX,
+    AccessClaims,
     issue_access_token,
     new_signing_key,
     new_token,
@@ -53,6 +60,7 @@ from tickwork.db.statements import Statements
 from tickwork.errors import (
     AuthError,
     ConflictError,
+    IncorrectPassword,
     InvalidInput,
     LoginThrottled,
     NotFoundError,
@@ -75,6 +83,10 @@ password checks are still running: they may yet prove right and not count."""
 LOGIN_CHECK_TIMEOUT = 60.0
 """A password check not settled after this long died with its process: it counts as a
 failure (a check takes well under a second)."""
+SESSION_WATCH_POLL = 1.0
+"""Seconds between looks at the stop event while waiting for notifications."""
+SESSION_WATCH_RECONNECT = 1.0
+"""Seconds before the session watch connects again after losing its connection."""
 SYSTEM_ACTOR = "system"
 ANONYMOUS_ACTOR = "anonymous"
 
@@ -110,6 +122,9 @@ class AuthService:
         self.settings = settings
         self._key: str | None = None
         self._turns = Turns()  # password attempts on one account or address, one at a time
+        self._sessions = SessionCache()
+        self.listening = asyncio.Event()
+        """Set while :meth:`watch_sessions` listens for other processes' revocations."""
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -145,7 +160,7 @@ class AuthService:
         assert self._key is not None
         return self._key
 
-    def _pair(self, user: User, refresh_token: str) -> TokenPair:
+    def _pair(self, user: User, refresh_token: str, session: uuid.UUID) -> TokenPair:
         access = issue_access_token(
             self._signing_key,
             issuer=self.settings.issuer,
@@ -154,6 +169,7 @@ class AuthService:
             user_id=user.id,
             email=user.email,
             role=user.role,
+            session=session,
         )
         return TokenPair(access, refresh_token, int(self.settings.access_token_ttl), user)
 
@@ -263,9 +279,7 @@ class AuthService:
             rows = await self._q(conn, "user_set_role", user_id=user_id, role=the_role.name)
             if not rows:
                 raise ConflictError(f"user {user_id} is the last enabled ADMIN; keep their role")
-            await self._q(
-                conn, "refresh_tokens_revoke_for_user", user_id=user_id, reason="role_changed"
-            )
+            await self._end_sessions(conn, user_id, "role_changed")
             await self._audit(
                 conn,
                 actor,
@@ -276,6 +290,7 @@ class AuthService:
                 old_role=before.role.name,
                 new_role=the_role.name,
             )
+        self._sessions.forget(user_id)
         return User.from_row(rows[0])
 
     async def disable(self, user_id: int, actor: str, disabled: bool = True) -> User:
@@ -291,18 +306,17 @@ class AuthService:
             if not rows:
                 raise ConflictError(f"user {user_id} is the last enabled ADMIN; cannot disable")
             if disabled:
-                await self._q(
-                    conn, "refresh_tokens_revoke_for_user", user_id=user_id, reason="disabled"
-                )
+                await self._end_sessions(conn, user_id, "disabled")
             event = "user.disabled" if disabled else "user.enabled"
             await self._audit(conn, actor, event, "user", user_id, email=before.email)
+        self._sessions.forget(user_id)
         return User.from_row(rows[0])
 
     async def change_password(
         self, user_id: int, old: str, new: str, *, address: str = LOCAL_ADDRESS
     ) -> None:
-        """Change a password, given the current one (:class:`AuthError` when it is wrong),
-        and end every session of the user. A wrong current password counts as a failed login
+        """Change a password, given the current one (:class:`IncorrectPassword` when it is
+        wrong), and end every session of the user. A wrong current password counts as a failed login
         of the account (and of ``address``), so guesses are throttled like logins
         (:class:`LoginThrottled`)."""
         check_password_policy(new)
@@ -311,7 +325,7 @@ class AuthService:
         reserved = await self._reserve_attempt(row["email"], address)
         if not await asyncio.to_thread(_password_matches, row["password_hash"], old):
             await self._settle_attempt(reserved, failed=True)
-            raise AuthError("the current password is incorrect")
+            raise IncorrectPassword()
         await self._settle_attempt(reserved, failed=False)
         new_hash = await asyncio.to_thread(hash_password, new)
         async with self.pool.connection() as conn, conn.transaction():
@@ -324,12 +338,11 @@ class AuthService:
             )
             if not changed:
                 raise ConflictError(f"the password of user {user_id} changed meanwhile; retry")
-            await self._q(
-                conn, "refresh_tokens_revoke_for_user", user_id=user_id, reason="password_changed"
-            )
+            await self._end_sessions(conn, user_id, "password_changed")
             await self._audit(
                 conn, f"user:{row['email']}", "user.password_changed", "user", user_id
             )
+        self._sessions.forget(user_id)
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -423,11 +436,12 @@ class AuthService:
                 raise AuthError(LOGIN_FAILED)
             await self._q(conn, "login_attempt_forgive", reserved_id=reserved)
             user = User.from_row(updated[0])
+            session = uuid.uuid4()
             await self._q(
                 conn,
                 "refresh_token_insert",
                 user_id=user.id,
-                family=uuid.uuid4(),
+                family=session,
                 token_hash=token_hash(refresh_token),
                 ttl=self.settings.refresh_token_ttl,
             )
@@ -440,7 +454,7 @@ class AuthService:
                 address=address,
                 rehashed=new_hash is not None,
             )
-        return self._pair(user, refresh_token)
+        return self._pair(user, refresh_token, session)
 
     async def refresh(self, refresh_token: str) -> TokenPair:
         """Exchange a refresh token for a new pair; the token is then used up. Presenting a
@@ -459,11 +473,12 @@ class AuthService:
                 ttl=self.settings.refresh_token_ttl,
             )
             if rotated:
-                return self._pair(User.from_row(rotated[0]), successor)
+                return self._pair(User.from_row(rotated[0]), successor, rotated[0]["session"])
             async with conn.transaction():
                 reused = await self._q(conn, "refresh_family_revoke_reused", token_hash=presented)
                 if reused:
                     found = reused[0]
+                    await self._q(conn, "session_changed_notify", user_id=found["user_id"])
                     await self._audit(
                         conn,
                         SYSTEM_ACTOR,
@@ -475,6 +490,7 @@ class AuthService:
                         revoked=found["revoked"],
                     )
         if reused:
+            self._sessions.forget(reused[0]["user_id"])
             log.warning(
                 "refresh token reused; its session family is revoked",
                 extra={"user_id": reused[0]["user_id"], "family": str(reused[0]["family"])},
@@ -491,6 +507,7 @@ class AuthService:
                 conn, "refresh_family_revoke", token_hash=token_hash(refresh_token), reason="logout"
             )
             if revoked:
+                await self._q(conn, "session_changed_notify", user_id=revoked[0]["user_id"])
                 await self._audit(
                     conn,
                     f"user:{revoked[0]['email']}",
@@ -499,18 +516,33 @@ class AuthService:
                     revoked[0]["user_id"],
                     family=str(revoked[0]["family"]),
                 )
+        if revoked:
+            self._sessions.forget(revoked[0]["user_id"])
 
     def verify_access(self, token: str) -> Principal:
-        """The principal of a valid access token (no database); :class:`AuthError` else."""
-        claims = verify_access_token(
+        """The principal of an access token whose signature and claims are valid, without
+        asking the database whether its session still stands (:meth:`authenticate` does);
+        :class:`AuthError` otherwise."""
+        return self._principal(self._claims(token))
+
+    def _claims(self, token: str) -> AccessClaims:
+        return verify_access_token(
             token, self._signing_key, issuer=self.settings.issuer, audience=self.settings.audience
         )
+
+    @staticmethod
+    def _principal(claims: AccessClaims) -> Principal:
         return Principal(claims.user_id, claims.email, claims.role, "session", None)
 
     async def authenticate(self, token: str) -> Principal:
-        """The principal of an API token (by its ``twk_`` prefix) or else an access token."""
+        """The principal of an API token (by its ``twk_`` prefix) or else of an access token
+        whose session still stands; :class:`AuthError` otherwise."""
         if not isinstance(token, str) or not token.startswith(API_TOKEN_PREFIX):
-            return self.verify_access(token)
+            claims = self._claims(token)
+            refusal = await self._session_refusal(claims)
+            if refusal is not None:
+                raise AuthError(f"access token refused: {refusal}")
+            return self._principal(claims)
         async with self.pool.connection() as conn:
             found = await self._q(conn, "api_token_authenticate", token_hash=token_hash(token))
         if not found:
@@ -518,6 +550,64 @@ class AuthService:
         row = found[0]
         role = min(Role[row["role"]], Role[row["owner_role"]])  # never above the owner today
         return Principal(row["user_id"], row["email"], role, "api_token", row["id"])
+
+    async def _session_refusal(self, claims: AccessClaims) -> str | None:
+        """Why the session of a validly signed access token no longer stands; None when it
+        does (the answer is cached for a second, see :mod:`tickwork.auth.sessions`)."""
+        found, refusal = self._sessions.get(claims.user_id, claims.session)
+        if found:
+            return refusal
+        async with self.pool.connection() as conn:
+            rows = await self._q(
+                conn, "session_check", user_id=claims.user_id, family=claims.session
+            )
+        if not rows:
+            refusal = "the user no longer exists"
+        elif rows[0]["disabled"]:
+            refusal = "the user is disabled"
+        elif rows[0]["role"] != claims.role.name:
+            refusal = "the user's role changed; log in again"
+        elif not rows[0]["live"]:
+            refusal = "the session has ended (logout, password or role change); log in again"
+        self._sessions.put(claims.user_id, claims.session, refusal)
+        return refusal
+
+    async def _end_sessions(self, conn: Connection, user_id: int, reason: str) -> None:
+        """Revoke every session of the user, in the caller's transaction, and tell the other
+        processes when it commits (the caller forgets this process's cache after it)."""
+        await self._q(conn, "refresh_tokens_revoke_for_user", user_id=user_id, reason=reason)
+        await self._q(conn, "session_changed_notify", user_id=user_id)
+
+    async def watch_sessions(self, stop: asyncio.Event) -> None:
+        """Until ``stop``: forget cached session checks of users whose sessions another
+        process revoked (LISTEN). While the connection is down, everything cached is
+        forgotten and cached answers expire within a second anyway."""
+        channel = self.statements.channel("sessions")
+        while not stop.is_set():
+            try:
+                conninfo, kwargs = self.pool.conninfo, self.pool.kwargs
+                if not isinstance(conninfo, str):  # a pool of someone else's making
+                    log.warning("session watch needs a pool with a plain conninfo; not watching")
+                    await stop.wait()
+                    return
+                kwargs = kwargs if isinstance(kwargs, dict) else {}
+                conn = await psycopg.AsyncConnection.connect(
+                    conninfo, application_name="tickwork-sessions", **kwargs
+                )
+                async with conn:
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+                    self._sessions.clear()  # revocations sent while not listening are lost
+                    self.listening.set()
+                    while not stop.is_set():
+                        async for note in conn.notifies(timeout=SESSION_WATCH_POLL):
+                            if note.payload.isdigit():
+                                self._sessions.forget(int(note.payload))
+            except (psycopg.Error, OSError) as exc:
+                log.warning("session watch connection lost", extra={"error": str(exc)})
+            self.listening.clear()
+            self._sessions.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), SESSION_WATCH_RECONNECT)
 
     # -- invites ----------------------------------------------------------------------------
 

@@ -1,9 +1,12 @@
 """Access tokens (short-lived JWTs, HS256 only) and opaque tokens (random, stored hashed).
 
-Access tokens are verified without the database, so everything authorization needs is in
-them: the user id (``sub``), the email and the role (``roles``, a list of one name). They
-live at most 15 minutes; refresh tokens, API tokens and invites are opaque random strings
-whose SHA-256 alone is stored, recognised by their prefix.
+Access tokens carry what authorization needs: the user id (``sub``), the email, the role
+(``roles``, a list of one name) and the session they belong to (``sid``, the refresh token
+family of their login). Their signature is checked here; that their session still stands
+(not logged out, no role, password or account change since) is checked against the
+database by the identity service. They live at most 15 minutes; refresh tokens, API tokens
+and invites are opaque random strings whose SHA-256 alone is stored, recognised by their
+prefix.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from tickwork.errors import AuthError
 
 ALGORITHM = "HS256"
 """The only algorithm accepted: pinned, so a token cannot choose ``none`` or another key type."""
-REQUIRED_CLAIMS = ["exp", "iat", "iss", "aud", "sub"]
+REQUIRED_CLAIMS = ["exp", "iat", "iss", "aud", "sub", "sid"]
 
 REFRESH_PREFIX = "twr_"
 API_TOKEN_PREFIX = "twk_"
@@ -44,6 +47,8 @@ class AccessClaims:
     """Their email when the token was issued."""
     role: Role
     """Their role when the token was issued (claim ``roles``): what the bearer may do."""
+    session: uuid.UUID
+    """Claim ``sid``: the login session (refresh token family) the token was issued in."""
     token_id: str
     """Claim ``jti``: unique per token."""
     issued_at: int
@@ -61,8 +66,9 @@ def issue_access_token(
     user_id: int,
     email: str,
     role: Role,
+    session: uuid.UUID,
 ) -> str:
-    """A signed access token for ``user_id`` valid for ``ttl`` seconds."""
+    """A signed access token for ``user_id`` in ``session``, valid for ``ttl`` seconds."""
     now = int(time.time())
     claims = {
         "iss": issuer,
@@ -70,6 +76,7 @@ def issue_access_token(
         "sub": str(user_id),
         "email": email,
         "roles": [role.name],
+        "sid": str(session),
         "iat": now,
         "exp": now + int(ttl),
         "jti": uuid.uuid4().hex,
@@ -120,10 +127,15 @@ def _claims(claims: dict[str, Any]) -> AccessClaims:
         raise AuthError("access token roles claim is not one known role")
     if not isinstance(email, str):
         raise AuthError("access token lacks the email claim")
+    try:
+        session = uuid.UUID(str(claims["sid"]))
+    except ValueError:
+        raise AuthError("access token session is not a session id") from None
     return AccessClaims(
         user_id=int(sub),
         email=email,
         role=Role[roles[0]],
+        session=session,
         token_id=str(claims.get("jti", "")),
         issued_at=int(claims["iat"]),
         expires_at=int(claims["exp"]),

@@ -17,17 +17,24 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row, tuple_row
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from tickwork.config import Settings
 from tickwork.db import embedded
 from tickwork.db.statements import Statements
-from tickwork.errors import DatabaseError, DataRefused
+from tickwork.errors import DatabaseError, DatabaseUnavailable, DataRefused, EnqueueFailed
 
 log = logging.getLogger("tickwork.db")
 
 Row = dict[str, Any]
 T = TypeVar("T")
+
+POOL_TIMEOUT = 30.0
+"""Seconds a caller waits for a pooled connection (psycopg_pool's default)."""
+POOL_RECONNECT_TIMEOUT = 4.0
+"""Seconds a pool retries (with backoff) to replace a lost connection before it gives up and
+lets the next request start a fresh attempt. Without this bound the backoff doubles for
+minutes, and after an outage the pool could wait half a minute before trying again."""
 
 DEADLOCK_RETRIES = 3
 """Runs of a statement in tickwork's own transaction while the database aborts it to break a
@@ -92,12 +99,43 @@ def _log_deadlock(operation: str, attempt: int) -> None:
     )
 
 
+def unavailable(exc: BaseException) -> bool:
+    """True for driver errors that mean the database is out of reach (no connection within
+    the wait, a refused or lost connection, a server shutting down), not a refused statement."""
+    return isinstance(
+        exc,
+        PoolTimeout
+        | psycopg.OperationalError
+        | psycopg.InterfaceError
+        | psycopg.errors.AdminShutdown
+        | psycopg.errors.CannotConnectNow,
+    ) and not isinstance(exc, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable)
+
+
 def database_error(exc: psycopg.Error) -> DatabaseError:
     """A driver error as tickwork's: a value the database cannot store is the input's fault
-    (:class:`DataRefused`); anything else is the database's (:class:`DatabaseError`)."""
+    (:class:`DataRefused`); an unreachable database is :class:`DatabaseUnavailable`;
+    anything else the database refused is :class:`DatabaseError`."""
     if isinstance(exc, psycopg.errors.DataError):
         return DataRefused(f"database refused a value: {exc.diag.message_primary or exc}")
+    if unavailable(exc):
+        return DatabaseUnavailable(f"the database is unavailable: {_first_line(exc)}")
     return DatabaseError(f"database refused the operation: {exc}")
+
+
+def enqueue_error(exc: psycopg.Error, *, committing: bool) -> DatabaseError:
+    """:func:`database_error` for an enqueue, saying whether the job may have been stored:
+    only a connection lost once the commit was sent leaves that open (``committing``: the
+    statement ran in autocommit, or the caller's transaction was committing)."""
+    translated = database_error(exc)
+    if not isinstance(translated, DatabaseUnavailable):
+        return translated
+    stored = None if committing and not isinstance(exc, PoolTimeout) else False
+    return EnqueueFailed(stored, _first_line(exc))
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 async def run_named(
@@ -154,7 +192,7 @@ class Database:
                 self.url, autocommit=autocommit, connect_timeout=self._connect_timeout
             )
         except psycopg.OperationalError as exc:
-            raise DatabaseError(f"could not connect to the database: {exc}") from exc
+            raise DatabaseUnavailable(f"could not connect to the database: {exc}") from exc
 
     async def connect_async(self, *, autocommit: bool = True) -> psycopg.AsyncConnection[Any]:
         """A new async connection, not pooled (the caller closes it)."""
@@ -163,7 +201,7 @@ class Database:
                 self.url, autocommit=autocommit, connect_timeout=self._connect_timeout
             )
         except psycopg.OperationalError as exc:
-            raise DatabaseError(f"could not connect to the database: {exc}") from exc
+            raise DatabaseUnavailable(f"could not connect to the database: {exc}") from exc
 
     def pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
         """The process's sync pool, opened on first use."""
@@ -178,14 +216,18 @@ class Database:
                         min_size=self.settings.pool_min_size,
                         max_size=self.settings.pool_max_size,
                         kwargs=self.connection_kwargs(url),
+                        reconnect_timeout=POOL_RECONNECT_TIMEOUT,
                         open=True,
                         name="tickwork",
                     )
                 pool = self._pool
         return pool
 
-    async def async_pool(self, max_size: int | None = None) -> AsyncConnectionPool[Any]:
-        """The async pool of the running event loop, opened on first use."""
+    async def async_pool(
+        self, max_size: int | None = None, *, timeout: float | None = None
+    ) -> AsyncConnectionPool[Any]:
+        """The async pool of the running event loop, opened on first use (``timeout``: the
+        seconds a caller waits for a connection, when this call opens it)."""
         loop = asyncio.get_running_loop()
         pool = self._async_pools.get(loop)
         if pool is None:
@@ -195,6 +237,8 @@ class Database:
                 min_size=self.settings.pool_min_size,
                 max_size=max(max_size or 0, self.settings.pool_max_size),
                 kwargs=self.connection_kwargs(url),
+                timeout=POOL_TIMEOUT if timeout is None else timeout,
+                reconnect_timeout=POOL_RECONNECT_TIMEOUT,
                 open=False,
                 name="tickwork-async",
             )

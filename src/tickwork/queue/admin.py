@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 from tickwork.db.database import retrying_deadlocks_async, run_named
 from tickwork.db.statements import Statements
 from tickwork.errors import InvalidInput
+from tickwork.limits import LISTING_VALUE_BYTES
 from tickwork.queue import rows as decode
 from tickwork.queue.enqueue import check_queue
 from tickwork.types import Execution, JobState
@@ -203,9 +204,13 @@ async def list_jobs(
     if params is None:
         return Page([], None)
     found = await run_named(
-        pool, statements, "job_list", params | {"limit": check_limit(limit), "before_id": before_id}
+        pool,
+        statements,
+        "job_list",
+        params
+        | {"limit": check_limit(limit), "before_id": before_id, "value_cap": LISTING_VALUE_BYTES},
     )
-    jobs = [decode.job(r) for r in found]
+    jobs = [decode.servable(decode.job(r)) for r in found]
     return Page(jobs, jobs[-1].id if len(jobs) == limit else None)
 
 
@@ -224,7 +229,10 @@ async def bulk(
     if params is None:
         return BulkResult(0, [])
     found = await run_named(
-        pool, statements, "job_list", params | {"limit": MAX_BULK + 1, "before_id": None}
+        pool,
+        statements,
+        "job_list",
+        params | {"limit": MAX_BULK + 1, "before_id": None, "value_cap": 0},  # ids are enough
     )
     if len(found) > MAX_BULK:
         raise InvalidInput(

@@ -18,6 +18,7 @@ import psycopg
 
 from tickwork.config import MAX_MAX_ATTEMPTS, MAX_PRIORITY, MIN_PRIORITY, QUEUE_NAME
 from tickwork.errors import EnqueueError
+from tickwork.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_refusal, too_deep
 
 MAX_UNIQUE_KEY_LENGTH = 512
 DEFAULT_CREATED_BY = "app"
@@ -61,10 +62,13 @@ class JobRow:
 
 
 def encode_args(args: Mapping[str, Any]) -> str:
-    """JSON text of the arguments, or an error naming the argument that cannot be encoded."""
+    """JSON text of the arguments, or an error naming the argument that cannot be encoded or
+    is beyond the size and depth limits (:mod:`tickwork.limits`)."""
     check_args_mapping(args)
     try:
-        return json.dumps(dict(args), allow_nan=False, separators=(",", ":"))
+        text = json.dumps(dict(args), allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        raise EnqueueError("args", args, "is nested too deep to encode") from None
     except (TypeError, ValueError) as exc:
         for key, value in args.items():
             try:
@@ -74,6 +78,10 @@ def encode_args(args: Mapping[str, Any]) -> str:
                     f"args.{key}", value, f"is not JSON-serialisable: {inner}"
                 ) from None
         raise EnqueueError("args", args, f"is not JSON-serialisable: {exc}") from None
+    refusal = json_refusal(text, args)
+    if refusal is not None:
+        raise EnqueueError("args", args, refusal)
+    return text
 
 
 def check_args_mapping(args: Any) -> Mapping[str, Any]:
@@ -198,11 +206,21 @@ def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
         sent.append(row)
     # The arguments as one C-encoded JSON array; every other column as one typed array.
     try:
-        args_json = json.dumps([r.args for r in sent], allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):
+        all_args = [r.args for r in sent]
+        args_json = json.dumps(all_args, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
         for r in sent:
             encode_args(r.args)  # raises, naming the argument
         raise
+    # One job's arguments are at most the batch's text, one level less deep than the batch:
+    # only a batch that could hold a job over a limit has its jobs checked one by one (which
+    # raises, naming the job's argument).
+    if len(args_json) > MAX_JSON_BYTES or (
+        args_json.count("[") + args_json.count("{") > MAX_JSON_DEPTH
+        and too_deep(all_args, MAX_JSON_DEPTH + 1)
+    ):
+        for r in sent:
+            encode_args(r.args)
     params: dict[str, Any] = {"args": args_json}
     for column in BATCH_COLUMNS:
         values = [getattr(r, column) for r in sent]

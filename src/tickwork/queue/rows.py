@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tickwork.limits import too_deep
 from tickwork.types import AuditEvent, ErrorInfo, Execution, ExecutionState, Job, JobState
 
 if TYPE_CHECKING:
@@ -27,12 +28,14 @@ def error_info(value: Any) -> ErrorInfo | None:
 
 
 def job(row: Row) -> Job:
-    """A ``jobs`` row (plus ``error`` and ``duplicate``) as a :class:`Job`."""
+    """A ``jobs`` row (plus ``error`` and ``duplicate``, and ``omitted`` in a listing) as a
+    :class:`Job`."""
+    args = row["args"]
     return Job(
         id=row["id"],
         queue=row["queue"],
         task=row["task"],
-        args=row["args"],
+        args={} if args is None else args,
         state=JobState(row["state"]),
         priority=row["priority"],
         attempts=row["attempts"],
@@ -49,6 +52,22 @@ def job(row: Row) -> Job:
         schedule_id=row.get("schedule_id"),
         fire_time=row.get("fire_time"),
         duplicate=bool(row.get("duplicate", False)),
+        omitted=tuple(row.get("omitted") or ()),
+    )
+
+
+def servable(found: Job) -> Job:
+    """``found`` with any value nested too deep to be served (one stored before the limits
+    of :mod:`tickwork.limits`) left out and named in ``omitted``, so a read never fails on
+    it."""
+    deep = [name for name in ("args", "result") if too_deep(getattr(found, name))]
+    if not deep:
+        return found
+    return replace(
+        found,
+        args={} if "args" in deep else found.args,
+        result=None if "result" in deep else found.result,
+        omitted=(*found.omitted, *deep),
     )
 
 

@@ -99,6 +99,8 @@ class StoredSchedule:
     """Most missed fire times made up for under misfire ALL."""
     origin: str = "code"
     """"code" (rewritten from the code at every start) or "api" (stored by an operator)."""
+    omitted: tuple[str, ...] = ()
+    """Fields left out of this read (``args`` empty): nested too deep to be served."""
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> StoredSchedule:

@@ -14,6 +14,7 @@ import psycopg
 from tickwork import metrics
 from tickwork.db.database import Row, database_error, fetch, fetch_async
 from tickwork.errors import SignalError
+from tickwork.limits import json_refusal
 from tickwork.queue.enqueue import async_connection, sync_connection
 from tickwork.signals.reactor import SIGNAL_TYPE
 
@@ -73,8 +74,13 @@ class Signals:
         key = _text("aggregate_key", aggregate_key, MAX_KEY_LENGTH)
         try:
             payload_json = None if payload is None else json.dumps(payload, allow_nan=False)
+        except RecursionError:
+            raise SignalError("payload", payload, "is nested too deep to encode") from None
         except (TypeError, ValueError) as exc:
             raise SignalError("payload", payload, f"is not JSON-serialisable: {exc}") from None
+        refusal = None if payload_json is None else json_refusal(payload_json, payload)
+        if refusal is not None:
+            raise SignalError("payload", payload, refusal)
         return {
             "signal_type": signal_type,
             "entity_type": _text("entity_type", entity_type, MAX_ENTITY_LENGTH),

@@ -36,8 +36,9 @@ from pydantic import ValidationError
 
 from tickwork import metrics
 from tickwork.config import WorkerSettings, describe
-from tickwork.db.database import Row, fetch_async, fetch_tuples_async
+from tickwork.db.database import POOL_RECONNECT_TIMEOUT, Row, fetch_async, fetch_tuples_async
 from tickwork.errors import ConfigError, JobCancelled
+from tickwork.limits import json_refusal
 from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
 from tickwork.queue.retention import Retention
@@ -230,6 +231,7 @@ class Worker:
             min_size=1,
             max_size=min(self.concurrency, 8) + 3,
             kwargs=self.app.db.connection_kwargs(url, **WORKER_SERVER_SETTINGS),
+            reconnect_timeout=POOL_RECONNECT_TIMEOUT,
             open=False,
             name=f"tickwork-worker-{self.id}",
         )
@@ -238,6 +240,7 @@ class Worker:
             min_size=1,
             max_size=CLAIMS_IN_FLIGHT,
             kwargs=self.app.db.connection_kwargs(url, **CLAIM_SERVER_SETTINGS),
+            reconnect_timeout=POOL_RECONNECT_TIMEOUT,
             open=False,
             name=f"tickwork-claim-{self.id}",
         )
@@ -633,19 +636,19 @@ class Worker:
                 current = asyncio.current_task()
                 if current is not None:
                     current.uncancel()  # the interrupt was delivered and handled here
-        try:
-            if not _plainly_json(result):
-                json.dumps(result, allow_nan=False)  # refuse now what the batch could not encode
+        if _plainly_json(result):
             return ExecutionState.SUCCEEDED, result, None
-        except (TypeError, ValueError) as bad:
-            return (
-                ExecutionState.FAILED,
-                None,
-                ErrorInfo(
-                    "tickwork.ResultNotSerialisable",
-                    f"the task's return value is not JSON-serialisable: {bad}",
-                ),
-            )
+        try:  # refuse now what the batch could not encode, or could not be served back
+            refusal = json_refusal(json.dumps(result, allow_nan=False), result)
+        except (TypeError, ValueError, RecursionError) as bad:
+            refusal = f"is not JSON-serialisable: {bad or 'nested too deep'}"
+        if refusal is None:
+            return ExecutionState.SUCCEEDED, result, None
+        return (
+            ExecutionState.FAILED,
+            None,
+            ErrorInfo("tickwork.ResultNotSerialisable", f"the task's return value {refusal}"),
+        )
 
     # -- leases, cancels, wake-ups ------------------------------------------------------
 

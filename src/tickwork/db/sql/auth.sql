@@ -180,9 +180,9 @@ WITH owner AS (
     INSERT INTO {schema}.refresh_tokens (user_id, family, token_hash, expires_at)
     SELECT user_id, family, %(new_hash)s, now() + make_interval(secs => %(ttl)s)
     FROM used
-    RETURNING user_id
+    RETURNING user_id, family
 )
-SELECT u.* FROM successor s JOIN {schema}.users u ON u.id = s.user_id;
+SELECT u.*, s.family AS session FROM successor s JOIN {schema}.users u ON u.id = s.user_id;
 
 -- name: refresh_family_revoke_reused
 -- After a failed rotation: if the presented token had been used (stolen and replayed, or
@@ -295,3 +295,20 @@ RETURNING *;
 -- name: invite_set_user
 -- Link an accepted invite to the user it created (same transaction as invite_accept).
 UPDATE {schema}.invites SET user_id = %(user_id)s WHERE id = %(invite_id)s;
+
+-- name: session_check
+-- Is an access token's session still good? Its user must exist, be enabled and hold the
+-- role the token names, and its session (refresh token family) must not be revoked: a role
+-- change, disable, password change, logout or refresh reuse revokes it. Read on every
+-- request (cached per process for a second), so a revocation takes effect at once.
+SELECT u.role, u.disabled,
+       EXISTS (SELECT 1 FROM {schema}.refresh_tokens t
+               WHERE t.family = %(family)s AND t.user_id = u.id
+                 AND t.revoked_at IS NULL) AS live
+FROM {schema}.users u
+WHERE u.id = %(user_id)s;
+
+-- name: session_changed_notify
+-- Tell every API process to forget what it cached about this user's sessions (sent in the
+-- revoking transaction: delivered when it commits, never for a rollback).
+SELECT pg_notify('{schema}.sessions', %(user_id)s::text);

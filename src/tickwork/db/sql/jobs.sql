@@ -263,8 +263,19 @@ LEFT JOIN changed c ON c.id = t.id;
 
 -- name: job_list
 -- Operators' job listing: every filter is optional (NULL = not filtering), newest first,
--- keyset-paginated by id (%(before_id)s: the last id of the previous page).
-SELECT j.*, false AS duplicate, NULL::jsonb AS error
+-- keyset-paginated by id (%(before_id)s: the last id of the previous page). Arguments and
+-- results stored larger than %(value_cap)s bytes are left out (NULL, named in "omitted"):
+-- a page must not carry megabytes per job; job_get returns them whole.
+SELECT j.id, j.queue, j.task, j.state, j.priority, j.attempts, j.max_attempts, j.run_at,
+       j.timeout, j.unique_key, j.created_at, j.created_by, j.cancel_requested_at,
+       j.finished_at, j.schedule_id, j.fire_time,
+       CASE WHEN pg_column_size(j.args) <= %(value_cap)s THEN j.args END AS args,
+       CASE WHEN pg_column_size(j.result) <= %(value_cap)s THEN j.result END AS result,
+       array_remove(ARRAY[
+           CASE WHEN pg_column_size(j.args) > %(value_cap)s THEN 'args' END,
+           CASE WHEN pg_column_size(j.result) > %(value_cap)s THEN 'result' END
+       ], NULL) AS omitted,
+       false AS duplicate, NULL::jsonb AS error
 FROM {schema}.jobs j
 WHERE (%(states)s::text[] IS NULL OR j.state = ANY(%(states)s::text[]))
   AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)

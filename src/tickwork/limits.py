@@ -1,0 +1,50 @@
+"""Size and depth limits on the JSON values tickwork stores and serves back.
+
+A value is refused where it enters (enqueue, schedules, signals, a task's result, the API):
+what is stored must be readable and servable afterwards. Values stored before these limits
+existed are still read, shown in part where they are too big or too deep to serve whole.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_JSON_DEPTH = 64
+"""Containers (objects and arrays) nested deeper than this are refused; the value itself
+counts as the first level (``{"a": [1]}`` is two deep)."""
+MAX_JSON_BYTES = 1024 * 1024
+"""The largest value accepted as a job's arguments, its result, a schedule's arguments or a
+signal's payload: 1 MiB of JSON text."""
+LISTING_VALUE_BYTES = 4096
+"""In a listing, a job's arguments or result stored larger than this is left out (named in
+``omitted``); reading the job itself returns it whole."""
+
+
+def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when ``value`` nests mappings and lists deeper than ``limit`` (iterative: a value
+    too deep for recursion is measured too)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend(
+            (child, depth + 1) for child in children if isinstance(child, dict | list | tuple)
+        )
+    return False
+
+
+def json_refusal(text: str, value: Any) -> str | None:
+    """Why ``value``, encoded as ``text`` (ASCII JSON), may not be stored; None when it may."""
+    if len(text) > MAX_JSON_BYTES:
+        return f"is {len(text):,} bytes of JSON; at most {MAX_JSON_BYTES:,} are accepted"
+    # Depth n needs n opening brackets: most values are ruled out without walking them.
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and too_deep(value):
+        return f"is nested deeper than {MAX_JSON_DEPTH} levels"
+    return None
