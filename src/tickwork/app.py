@@ -49,6 +49,7 @@ from tickwork.queue.enqueue import (
     async_connection,
     check_priority,
     check_queue,
+    encode_args,
     insert_plan,
     sync_connection,
 )
@@ -184,6 +185,7 @@ class App:
         known = self.get_task(task_name)
         arguments = dict(args or {})
         known.check_args(arguments)
+        encode_args(arguments)  # beyond the limits: refused here, not when a scheduler stores it
         if name in self.schedules:
             raise ScheduleError("name", name, "is already a schedule of this app")
         try:
@@ -486,7 +488,7 @@ class App:
         threshold = (
             DEFAULT_XMIN_WARNING_SECONDS if xmin_warning_seconds is None else xmin_warning_seconds
         )
-        with self.db.pool().connection() as conn:
+        with self.db.connect() as conn:  # one look: no pool to open (nor to wait out)
             return check(conn, self.db.statements, xmin_warning_seconds=threshold)
 
     # -- running ------------------------------------------------------------------------

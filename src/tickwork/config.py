@@ -409,7 +409,7 @@ def _check_url(url: str) -> None:
         conninfo_to_dict(url)
     except psycopg.Error:
         scheme = url.split("://", 1)[0] if "://" in url else None
-        hint = f" (it starts with {scheme!r}://)" if scheme and scheme.isalnum() else ""
+        hint = f" (its scheme is {scheme!r})" if scheme and scheme.isalnum() else ""
         raise ValueError(
             "database_url (<redacted>) must be a PostgreSQL URL, postgresql://user:password@"
             f"host:port/database, or a key=value connection string{hint}"

@@ -27,7 +27,7 @@ from tickwork.errors import JobNotFoundError, JobStateError
 from tickwork.queue import admin
 from tickwork.queue.admin import JobFilter
 from tickwork.queue.enqueue import JobSpec
-from tickwork.queue.rows import servable
+from tickwork.queue.rows import servable, summarised
 
 router = APIRouter()
 
@@ -89,7 +89,7 @@ async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) ->
             committing = True
     except psycopg.Error as exc:  # (the enqueue itself translates its own, as not stored)
         raise enqueue_error(exc, committing=committing) from exc
-    return servable(job)
+    return summarised(job)
 
 
 def _filter(body: JobFilterIn) -> JobFilter:

@@ -138,6 +138,12 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
+def one_line(exc: BaseException) -> str:
+    """A driver error's message on one line (libpq adds indented hints on lines of their
+    own)."""
+    return " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+
+
 async def run_named(
     pool: AsyncConnectionPool[Any], statements: Statements, name: str, params: dict[str, Any]
 ) -> list[Row]:
@@ -192,7 +198,9 @@ class Database:
                 self.url, autocommit=autocommit, connect_timeout=self._connect_timeout
             )
         except psycopg.OperationalError as exc:
-            raise DatabaseUnavailable(f"could not connect to the database: {exc}") from exc
+            raise DatabaseUnavailable(
+                f"could not connect to the database: {one_line(exc)}"
+            ) from exc
 
     async def connect_async(self, *, autocommit: bool = True) -> psycopg.AsyncConnection[Any]:
         """A new async connection, not pooled (the caller closes it)."""
@@ -201,7 +209,9 @@ class Database:
                 self.url, autocommit=autocommit, connect_timeout=self._connect_timeout
             )
         except psycopg.OperationalError as exc:
-            raise DatabaseUnavailable(f"could not connect to the database: {exc}") from exc
+            raise DatabaseUnavailable(
+                f"could not connect to the database: {one_line(exc)}"
+            ) from exc
 
     def pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
         """The process's sync pool, opened on first use."""

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tickwork.limits import too_deep
+from tickwork.limits import LISTING_VALUE_BYTES, too_deep
 from tickwork.types import AuditEvent, ErrorInfo, Execution, ExecutionState, Job, JobState
 
 if TYPE_CHECKING:
@@ -54,6 +54,15 @@ def job(row: Row) -> Job:
         duplicate=bool(row.get("duplicate", False)),
         omitted=tuple(row.get("omitted") or ()),
     )
+
+
+def summarised(found: Job) -> Job:
+    """:func:`servable`, and arguments larger than a listing shows left out too (for the
+    answer to an enqueue: the caller sent them)."""
+    found = servable(found)
+    if "args" in found.omitted or len(json.dumps(found.args)) <= LISTING_VALUE_BYTES:
+        return found
+    return replace(found, args={}, omitted=(*found.omitted, "args"))
 
 
 def servable(found: Job) -> Job:

@@ -264,30 +264,38 @@ LEFT JOIN changed c ON c.id = t.id;
 -- name: job_list
 -- Operators' job listing: every filter is optional (NULL = not filtering), newest first,
 -- keyset-paginated by id (%(before_id)s: the last id of the previous page). Arguments and
--- results stored larger than %(value_cap)s bytes are left out (NULL, named in "omitted"):
--- a page must not carry megabytes per job; job_get returns them whole.
-SELECT j.id, j.queue, j.task, j.state, j.priority, j.attempts, j.max_attempts, j.run_at,
-       j.timeout, j.unique_key, j.created_at, j.created_by, j.cancel_requested_at,
-       j.finished_at, j.schedule_id, j.fire_time,
-       CASE WHEN pg_column_size(j.args) <= %(value_cap)s THEN j.args END AS args,
-       CASE WHEN pg_column_size(j.result) <= %(value_cap)s THEN j.result END AS result,
-       array_remove(ARRAY[
-           CASE WHEN pg_column_size(j.args) > %(value_cap)s THEN 'args' END,
-           CASE WHEN pg_column_size(j.result) > %(value_cap)s THEN 'result' END
-       ], NULL) AS omitted,
+-- results larger than %(value_cap)s bytes of JSON are left out (NULL, named in "omitted"):
+-- a page must not carry megabytes per job; job_get returns them whole. Sizes are measured
+-- on the page only, after the limit.
+SELECT p.id, p.queue, p.task, p.state, p.priority, p.attempts, p.max_attempts, p.run_at,
+       p.timeout, p.unique_key, p.created_at, p.created_by, p.cancel_requested_at,
+       p.finished_at, p.schedule_id, p.fire_time,
+       CASE WHEN NOT s.big_args THEN p.args END AS args,
+       CASE WHEN NOT s.big_result THEN p.result END AS result,
+       array_remove(ARRAY[CASE WHEN s.big_args THEN 'args' END,
+                          CASE WHEN s.big_result THEN 'result' END], NULL) AS omitted,
        false AS duplicate, NULL::jsonb AS error
-FROM {schema}.jobs j
-WHERE (%(states)s::text[] IS NULL OR j.state = ANY(%(states)s::text[]))
-  AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
-  AND (%(task)s::text IS NULL OR j.task = %(task)s)
-  AND (%(schedule_id)s::bigint IS NULL OR j.schedule_id = %(schedule_id)s)
-  AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s)
-  AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
-  AND (%(finished_from)s::timestamptz IS NULL OR j.finished_at >= %(finished_from)s)
-  AND (%(finished_to)s::timestamptz IS NULL OR j.finished_at < %(finished_to)s)
-  AND (%(before_id)s::bigint IS NULL OR j.id < %(before_id)s)
-ORDER BY j.id DESC
-LIMIT %(limit)s;
+FROM (
+    SELECT j.*
+    FROM {schema}.jobs j
+    WHERE (%(states)s::text[] IS NULL OR j.state = ANY(%(states)s::text[]))
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+      AND (%(task)s::text IS NULL OR j.task = %(task)s)
+      AND (%(schedule_id)s::bigint IS NULL OR j.schedule_id = %(schedule_id)s)
+      AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s)
+      AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
+      AND (%(finished_from)s::timestamptz IS NULL OR j.finished_at >= %(finished_from)s)
+      AND (%(finished_to)s::timestamptz IS NULL OR j.finished_at < %(finished_to)s)
+      AND (%(before_id)s::bigint IS NULL OR j.id < %(before_id)s)
+    ORDER BY j.id DESC
+    LIMIT %(limit)s
+) p
+CROSS JOIN LATERAL (
+    SELECT %(value_cap)s = 0 OR octet_length(p.args::text) > %(value_cap)s AS big_args,
+           coalesce(%(value_cap)s = 0 OR octet_length(p.result::text) > %(value_cap)s, false)
+               AS big_result
+) s
+ORDER BY p.id DESC;
 
 -- name: job_count_by_state
 SELECT state, count(*) AS n FROM {schema}.jobs GROUP BY state;
