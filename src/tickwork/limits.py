@@ -20,6 +20,18 @@ LISTING_VALUE_BYTES = 4096
 ``omitted``); reading the job itself returns it whole."""
 
 
+MAX_ERROR_TEXT = 64 * 1024
+"""Characters of an attempt's error message, and of its traceback, that are stored; the
+rest is cut, saying how long it was."""
+
+
+def cut(text: str, limit: int = MAX_ERROR_TEXT) -> str:
+    """``text``, or its first ``limit`` characters and how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... (cut: {len(text):,} characters in all)"
+
+
 def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     """True when ``value`` nests mappings and lists deeper than ``limit`` (iterative: a value
     too deep for recursion is measured too)."""

@@ -152,3 +152,40 @@ def test_two_serve_processes_share_one_database(
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_forwarded_headers_are_believed_only_from_trusted_proxies(
+    db_env: dict[str, str], tmp_path: Path, clean: None, trusted: bool
+) -> None:
+    """Wrong passwords for ever new emails from one client, each claiming another address in
+    X-Forwarded-For: counted by the real address (and throttled) unless the client is a
+    configured proxy."""
+    env = dict(
+        db_env,
+        TICKWORK_ADMIN_EMAIL="root@example.com",
+        TICKWORK_ADMIN_PASSWORD="correct horse battery staple",
+        TICKWORK_AUTH__LOGIN_MAX_PER_ADDRESS="3",
+        PYTHONPATH=os.pathsep.join(p for p in (str(E2E_DIR), db_env.get("PYTHONPATH")) if p),
+    )
+    if trusted:
+        env["TICKWORK_API__TRUSTED_PROXIES"] = '["127.0.0.1"]'
+    process, url = start_serve(env, tmp_path)
+    try:
+        assert "serving on" in read_until_roles(process)
+        statuses = []
+        with httpx.Client(base_url=url, timeout=30) as client:
+            for n in range(6):
+                answer = client.post(
+                    "/api/auth/login",
+                    json={"email": f"guess{n}@example.com", "password": "wrong password"},
+                    headers={"X-Forwarded-For": f"198.51.100.{n + 1}"},
+                )
+                statuses.append(answer.status_code)
+        if trusted:
+            assert statuses == [401] * 6  # six addresses, one guess each
+        else:
+            assert statuses == [401, 401, 401, 429, 429, 429]
+    finally:
+        process.kill()
+        process.wait()

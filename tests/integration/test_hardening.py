@@ -187,6 +187,20 @@ async def test_a_result_too_deep_to_serve_fails_the_attempt(app: App, background
     assert "deeper than" in stored.error.message
 
 
+async def test_a_huge_error_message_is_cut_when_stored(app: App, background: Any) -> None:
+    @app.task(name="tests.loud", max_attempts=1)
+    def loud() -> None:
+        raise ValueError("x" * 5_000_000)
+
+    job = app.enqueue("tests.loud")
+    async with background(app) as (_, outcomes):
+        await outcomes.for_job(job.id)
+    stored = app.get_job(job.id)
+    assert stored.error is not None
+    assert len(stored.error.message) < 70_000 and "5,000,000 characters" in stored.error.message
+    assert len(stored.error.traceback) < 70_000
+
+
 # -- 2. a demoted, disabled admin's token ---------------------------------------------------
 
 

@@ -107,3 +107,20 @@ def test_admin_bootstrap_settings_have_short_environment_names(
     assert settings.auth.admin_password.get_secret_value() == "correct horse battery staple"
     monkeypatch.setenv("TICKWORK_AUTH__ADMIN_EMAIL", "wins@example.com")
     assert load_settings().auth.admin_email == "wins@example.com"
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresq://user:canary-7f3@127.0.0.1/x", "host=x password=canary-7f3 port"]
+)
+def test_a_malformed_database_url_is_refused_without_echoing_it(url: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(database_url=url)
+    assert "database_url" in str(caught.value)
+    assert "canary-7f3" not in str(caught.value) and "canary-7f3" not in repr(caught.value)
+
+
+def test_trusted_proxies_must_be_addresses() -> None:
+    assert load_settings(api={"trusted_proxies": ["10.0.0.5", "10.0.0.0/8", "::1"]})
+    with pytest.raises(ConfigError) as caught:
+        load_settings(api={"trusted_proxies": ["proxy.internal"]})
+    assert "api.trusted_proxies" in str(caught.value)

@@ -38,7 +38,7 @@ from tickwork import metrics
 from tickwork.config import WorkerSettings, describe
 from tickwork.db.database import POOL_RECONNECT_TIMEOUT, Row, fetch_async, fetch_tuples_async
 from tickwork.errors import ConfigError, JobCancelled
-from tickwork.limits import json_refusal
+from tickwork.limits import cut, json_refusal
 from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
 from tickwork.queue.retention import Retention
@@ -895,6 +895,6 @@ def _error(exc: BaseException) -> ErrorInfo:
         name = f"tickwork.{kind.__qualname__}"
     return ErrorInfo(
         type=name,
-        message=str(exc),
-        traceback="".join(traceback.format_exception(exc)),
+        message=cut(str(exc)),
+        traceback=cut("".join(traceback.format_exception(exc))),
     )
