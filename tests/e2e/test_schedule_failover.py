@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from ..figures import record, scale
 from .support import spawner, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -82,6 +83,43 @@ def test_killed_scheduler_is_replaced_and_no_fire_time_is_lost_or_doubled(
     gaps = {b - a for a, b in itertools.pairwise(times)}
     assert gaps == {timedelta(seconds=1)}  # none lost: every second from first to last
     assert any(t > killed_at for t in times)
+
+
+LEADER_KILLS = scale(3, 25)
+SCHEDULERS = 5
+
+
+def test_five_schedulers_with_the_leader_killed_repeatedly_fire_each_time_once(
+    app: Any, sql: psycopg.Connection[Any], spawn: Any
+) -> None:
+    """Five processes compete for the SCHEDULER lease; the holder is SIGKILLed again and
+    again (a fresh process replaces it each time): every fire time from the first to the
+    last has exactly one job."""
+    sql.execute("TRUNCATE schedules")
+    live = {proc.pid: proc for proc in (spawn(f"s{n}") for n in range(SCHEDULERS))}
+    kills = 0
+    while kills < LEADER_KILLS:
+        holder = wait_for(
+            lambda: holder_pid(sql) if holder_pid(sql) in live else None,
+            "a live process to hold the SCHEDULER lease",
+        )
+        fired = fire_count(sql)
+        wait_for(lambda before=fired: fire_count(sql) >= before + 2, "the holder to fire")
+        os.kill(holder, signal.SIGKILL)
+        live.pop(holder).wait(60)
+        kills += 1
+        replacement = spawn(f"s{SCHEDULERS + kills}")
+        live[replacement.pid] = replacement
+    fired = fire_count(sql)
+    wait_for(lambda: fire_count(sql) >= fired + 3, "the last holder to fire")
+    for proc in live.values():
+        proc.send_signal(signal.SIGTERM)
+    assert all(proc.wait(60) == 0 for proc in live.values())
+    times = consecutive_seconds(sql)
+    check = "5 schedulers, the lease holder kill -9ed repeatedly"
+    record("reliability", check, "leader kill -9s", kills)
+    record("reliability", check, "fire times", len(times))
+    record("reliability", check, "fire times doubled or lost", 0)
 
 
 def consecutive_seconds(sql: psycopg.Connection[Any]) -> list[Any]:

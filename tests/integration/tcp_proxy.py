@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import struct
 
 CHUNK = 64 * 1024
 
@@ -23,6 +24,7 @@ class TcpProxy:
         """Connections accepted so far (over every listening spell)."""
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._upstream: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -33,6 +35,11 @@ class TcpProxy:
     def open_connections(self) -> int:
         """Client connections being forwarded now."""
         return len(self._tasks)
+
+    def upstream_ports(self) -> list[int]:
+        """The local ports of the proxy's connections to the server: the ``client_port``
+        the server's ``pg_stat_activity`` shows for each proxied connection."""
+        return [w.get_extra_info("sockname")[1] for w in self._upstream]
 
     async def start(self) -> None:
         """Listen (on a free port the first time, on the same port after a cut)."""
@@ -55,6 +62,7 @@ class TcpProxy:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._writers.clear()
+        self._upstream.clear()
 
     async def restore(self) -> None:
         """Listen again on the port of before."""
@@ -75,23 +83,25 @@ class TcpProxy:
                 self.target_host, self.target_port
             )
             self._writers.add(upstream_w)
+            self._upstream.add(upstream_w)
             await asyncio.gather(_pipe(client_r, upstream_w), _pipe(upstream_r, client_w))
-        except (OSError, asyncio.IncompleteReadError):
+        except OSError:  # the server refused the connection: so does the proxy
             pass
         finally:
             for writer in (client_w, upstream_w):
                 if writer is not None:
                     self._writers.discard(writer)
+                    self._upstream.discard(writer)
                     _reset(writer)
             self._tasks.discard(task)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy until end of file, then pass the end on (half-close) and stop."""
-    while data := await reader.read(CHUNK):
-        writer.write(data)
-        await writer.drain()
+    """Copy until end of file, then pass the end on (half-close); stop at a reset."""
     with contextlib.suppress(OSError):
+        while data := await reader.read(CHUNK):
+            writer.write(data)
+            await writer.drain()
         if writer.can_write_eof():
             writer.write_eof()
 
@@ -103,5 +113,5 @@ def _reset(writer: asyncio.StreamWriter) -> None:
     if sock is not None:
         with contextlib.suppress(OSError):
             # SO_LINGER with a zero timeout: close() sends RST
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()

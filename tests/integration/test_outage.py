@@ -1,0 +1,355 @@
+"""The API while the database is out of reach, through a real TCP proxy the test cuts.
+
+Every answer during an outage is a 503 problem (never a 500, never text/plain) with a
+Retry-After; an enqueue says nothing was stored; once the database is back the API serves
+again without a restart. The CLI, for its part, says so in one line (exit 2, no traceback,
+no password).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from tickwork import App
+from tickwork.api import create_api
+from tickwork.auth import AuthService, Role
+
+from .api_support import BASE_URL, PASSWORD, Api, email
+from .tcp_proxy import TcpProxy
+
+HANG_GUARD = 60.0
+"""Not a timing assertion: only stops a broken test from hanging."""
+REQUEST_WAIT = 1.0
+"""Seconds a request of the proxied API waits for a pooled connection."""
+PROBLEM = "application/problem+json"
+TASK = "tests.outage.echo"
+CANARY = "canary-secret"
+
+
+def tcp_target(url: str) -> tuple[str, int] | None:
+    """(host, port) the URL reaches over TCP; None for a socket directory, several hosts
+    or no host at all (then libpq's default socket)."""
+    params = conninfo_to_dict(url)
+    host = params.get("hostaddr") or params.get("host") or ""
+    port = str(params.get("port") or "5432")
+    if not host or host.startswith("/") or host.startswith("@") or "," in host or "," in port:
+        return None
+    return host, int(port)
+
+
+def through(url: str, port: int) -> str:
+    """``url`` with 127.0.0.1:``port`` as its server; the database, user and every other
+    parameter (the query string of a URL) are kept."""
+    params: dict[str, Any] = {"host": "127.0.0.1", "port": str(port)}
+    if conninfo_to_dict(url).get("hostaddr"):
+        params["hostaddr"] = "127.0.0.1"
+    return make_conninfo(url, **params)
+
+
+@pytest.fixture
+async def proxy(database_url: str) -> AsyncIterator[TcpProxy]:
+    target = tcp_target(database_url)
+    if target is None:
+        pytest.skip(
+            "the outage tests put a TCP proxy before the database; the test database URL "
+            "does not name one TCP host and port (a socket directory, e.g. the embedded "
+            "server's): set TICKWORK_TEST_DATABASE_URL=postgresql://host:port/db"
+        )
+    found = TcpProxy(*target)
+    await found.start()
+    yield found
+    await found.aclose()
+
+
+@pytest.fixture
+async def proxied(
+    database_url: str, schema: str, clean: None, proxy: TcpProxy
+) -> AsyncIterator[App]:
+    """An App whose every connection goes through the proxy."""
+    the_app = App(database_url=through(database_url, proxy.port), schema=schema)
+
+    @the_app.task(name=TASK, queue="outage")
+    def echo(word: str = "hi") -> str:
+        return word
+
+    yield the_app
+    await the_app.db.aclose()
+
+
+@pytest.fixture
+async def api(proxied: App) -> AsyncIterator[Api]:
+    """The API on the proxied App (pool wait: :data:`REQUEST_WAIT`), an OPERATOR logged in.
+
+    The client hands a 500 back as an answer (``raise_app_exceptions=False``) rather than
+    raising the app's exception, so an assertion shows what a caller would get."""
+    pool = await proxied.db.async_pool(timeout=REQUEST_WAIT)
+    auth = AuthService(pool, proxied.db.statements, proxied.settings.auth)
+    await auth.start()
+    the_api = create_api(proxied, auth, pool)
+    transport = httpx.ASGITransport(app=the_api, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
+        found = Api(proxied, the_api, auth, client)
+        await auth.create_user(email(Role.OPERATOR), PASSWORD, Role.OPERATOR)
+        answer = await found.login(email(Role.OPERATOR))
+        assert answer.status_code == 200, answer.text
+        found.tokens[Role.OPERATOR] = answer.json()["access_token"]
+        yield found
+
+
+def pool_of(api: Api) -> Any:
+    return api.api.state.services.pool
+
+
+def assert_unavailable(answer: httpx.Response) -> dict[str, Any]:
+    """A 503 problem saying the database is out of reach, with a Retry-After; its body."""
+    what = f"{answer.request.method} {answer.request.url.path}"
+    assert answer.status_code == 503, f"{what}: {answer.status_code} {answer.text}"
+    assert answer.headers["content-type"].startswith(PROBLEM), f"{what}: {answer.headers}"
+    body: dict[str, Any] = answer.json()
+    assert body["status"] == 503, body
+    assert body["title"] == "Database unavailable", body
+    assert body["detail"], body
+    retry_after = answer.headers.get("retry-after", "")
+    assert retry_after.isdigit() and int(retry_after) >= 1, f"{what}: {answer.headers}"
+    return body
+
+
+def assert_served_or_unavailable(answer: httpx.Response) -> bool:
+    """True for a 2xx; a 503 problem is the only other answer allowed (never a 500)."""
+    if answer.is_success:
+        return True
+    assert_unavailable(answer)
+    return False
+
+
+async def list_jobs(api: Api) -> httpx.Response:
+    return await api.client.get("/api/jobs", headers=api.headers(Role.OPERATOR))
+
+
+async def enqueue(api: Api, word: str) -> httpx.Response:
+    return await api.client.post(
+        "/api/jobs",
+        headers=api.headers(Role.OPERATOR),
+        json={"task": TASK, "args": {"word": word}},
+    )
+
+
+async def first_success(probe: Callable[[], Awaitable[httpx.Response]]) -> tuple[int, float]:
+    """Ask ``probe`` until it answers 2xx (each failure a 503 problem); (failures, seconds)."""
+
+    async def loop() -> int:
+        failures = 0
+        while not assert_served_or_unavailable(await probe()):
+            failures += 1
+        return failures
+
+    started = time.monotonic()
+    failures = await asyncio.wait_for(loop(), HANG_GUARD)
+    return failures, time.monotonic() - started
+
+
+def jobs_in_database(database_url: str, schema: str) -> list[tuple[int, str, Any]]:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        rows = conn.execute(f"SELECT id, task, args FROM {schema}.jobs ORDER BY id").fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+# -- the cut ---------------------------------------------------------------------------------
+
+
+async def test_cut_answers_503_problems(api: Api, proxy: TcpProxy, database_url: str) -> None:
+    assert (await api.client.get("/readyz")).status_code == 200
+    assert (await list_jobs(api)).status_code == 200
+    pool = pool_of(api)
+    assert pool.get_stats().get("pool_available", 0) >= 1, "no idle connection to go dead"
+    pool.pop_stats()
+
+    await proxy.cut()
+
+    # the first request is handed a pooled connection that died with the cut
+    assert_unavailable(await list_jobs(api))
+    stats = pool.get_stats()
+    assert stats.get("requests_errors", 0) == 0, f"it waited for a connection instead: {stats}"
+    assert stats.get("returns_bad", 0) + stats.get("connections_lost", 0) >= 1, stats
+
+    # the ones after it find no connection at all (new ones are refused)
+    ready = await api.client.get("/readyz")
+    assert_unavailable(ready)
+    assert_unavailable(await list_jobs(api))
+    stored = assert_unavailable(await enqueue(api, "during the cut"))
+    assert stored.get("stored") == "no", stored
+    assert (await api.client.get("/healthz")).status_code == 200  # the process itself is up
+
+    assert jobs_in_database(database_url, api.app.settings.schema_name) == []
+
+
+async def test_enqueue_on_a_dead_connection_says_not_stored(
+    api: Api, proxy: TcpProxy, database_url: str
+) -> None:
+    """The enqueue is the first request after the cut: it gets the dead pooled connection."""
+    assert (await list_jobs(api)).status_code == 200
+    await proxy.cut()
+    body = assert_unavailable(await enqueue(api, "first after the cut"))
+    assert body.get("stored") == "no", body
+    assert jobs_in_database(database_url, api.app.settings.schema_name) == []
+
+
+# -- the way back ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("outage", ["short", "past the pool's reconnect timeout"])
+async def test_serves_again_after_restore(
+    api: Api,
+    proxy: TcpProxy,
+    database_url: str,
+    schema: str,
+    outage: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="psycopg.pool")
+    assert (await list_jobs(api)).status_code == 200
+    await proxy.cut()
+    assert_unavailable(await list_jobs(api))
+    assert_unavailable(await api.client.get("/readyz"))
+    probes = 0
+    if outage != "short":
+        # requests keep coming until the pool has given up a reconnection attempt
+
+        async def until_given_up() -> int:
+            n = 0
+            while not any("failed after" in r.getMessage() for r in caplog.records):
+                assert_unavailable(await api.client.get("/readyz"))
+                n += 1
+            return n
+
+        probes = await asyncio.wait_for(until_given_up(), HANG_GUARD)
+
+    await proxy.restore()
+    failures, seconds = await first_success(lambda: api.client.get("/readyz"))
+    print(
+        f"\n[outage: {outage}; {probes} probes during it] /readyz answered 200 "
+        f"{seconds:.2f} s after the restore, after {failures} 503 answers"
+    )
+
+    answer = await enqueue(api, "after the restore")
+    assert answer.status_code == 201, answer.text
+    job = answer.json()
+    read = await api.client.get(f"/api/jobs/{job['id']}", headers=api.headers(Role.OPERATOR))
+    assert read.status_code == 200, read.text
+    assert read.json()["task"] == TASK
+    assert read.json()["args"] == {"word": "after the restore"}
+    listed = await list_jobs(api)
+    assert listed.status_code == 200, listed.text
+    assert [j["id"] for j in listed.json()["items"]] == [job["id"]]
+    assert jobs_in_database(database_url, schema) == [
+        (job["id"], TASK, {"word": "after the restore"})
+    ]
+
+
+# -- connections killed under the API --------------------------------------------------------
+
+
+async def _terminate_backends(proxy: TcpProxy, database_url: str) -> None:
+    """The server ends every backend serving a proxied connection."""
+    ports = proxy.upstream_ports()
+    assert ports, "no proxied connection to end"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        ended = conn.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))"
+            " FROM pg_stat_activity WHERE client_port = ANY(%s)",
+            [ports],
+        ).fetchone()
+    assert ended is not None and ended[0] >= 1, f"no backend on ports {ports}"
+
+
+async def _blip(proxy: TcpProxy, database_url: str) -> None:
+    """Every proxied connection reset, new ones accepted again at once."""
+    await proxy.cut()
+    await proxy.restore()
+
+
+@pytest.mark.parametrize("kill", [_terminate_backends, _blip], ids=["terminated", "blip"])
+async def test_connections_killed_under_the_api(
+    api: Api,
+    proxy: TcpProxy,
+    database_url: str,
+    kill: Callable[[TcpProxy, str], Awaitable[None]],
+) -> None:
+    assert (await list_jobs(api)).status_code == 200
+    assert (await api.client.get("/readyz")).status_code == 200
+    await kill(proxy, database_url)
+
+    answers: list[int] = []
+
+    async def probe() -> httpx.Response:
+        answer = await list_jobs(api)
+        answers.append(answer.status_code)
+        assert len(answers) <= 10, f"still no 200 after 10 requests: {answers}"
+        return answer
+
+    failures, seconds = await first_success(probe)
+    print(f"\n[{kill.__name__}] answers {answers}; 200 after {seconds:.2f} s")
+    assert answers[0] == 503, f"the first request did not meet a dead connection: {answers}"
+    for route in ("/readyz",):
+        assert (await api.client.get(route)).status_code == 200
+    answer = await enqueue(api, "after the kill")
+    assert answer.status_code == 201, answer.text
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound and released: only this test uses it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def tickwork(command: str, url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TICKWORK_", "PG"))}
+    env["TICKWORK_DATABASE_URL"] = url
+    return subprocess.run(
+        [sys.executable, "-m", "tickwork", command],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "url"),
+    [
+        ("doctor", f"postgresql://user:{CANARY}@127.0.0.1:{{port}}/x"),
+        ("doctor", f"postgresq://user:{CANARY}@127.0.0.1/x"),
+        ("worker", f"postgresq://user:{CANARY}@127.0.0.1/x"),
+    ],
+    ids=["doctor-closed-port", "doctor-bad-scheme", "worker-bad-scheme"],
+)
+def test_cli_says_so_in_one_line(command: str, url: str, tmp_path: Path) -> None:
+    done = tickwork(command, url.format(port=free_port()), tmp_path)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: "), done.stderr
+    for output in (done.stdout, done.stderr):
+        assert "Traceback" not in output
+        assert CANARY not in output
