@@ -53,3 +53,8 @@ async def nap(ctx: JobContext, seconds: float) -> int:
     await asyncio.to_thread(_record, ctx, "nap")
     await asyncio.sleep(seconds)
     return os.getpid()
+
+
+@app.task(name="e2e.noop")
+async def noop() -> None:
+    """Nothing at all: the soak measures tickwork's own cost per job."""
