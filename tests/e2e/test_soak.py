@@ -9,7 +9,6 @@ The CI version runs for about half a minute; ``TICKWORK_FIGURES_SCALE=long`` run
 from __future__ import annotations
 
 import os
-import signal
 import statistics
 import subprocess
 import sys
