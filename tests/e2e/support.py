@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+WORKER_APP = "worker_app:app"
+"""The app of tests/e2e/worker_app.py, which worker processes load."""
 HANG_GUARD = 90.0
 """Not a timing assertion: only stops a broken test from hanging the run."""
 
@@ -27,6 +29,24 @@ def tickwork(
         timeout=300,
         check=False,
     )
+
+
+def worker_command(concurrency: int, log_level: str = "INFO") -> list[str]:
+    """``python -m tickwork worker`` on the worker app's ``default`` queue."""
+    return [
+        sys.executable,
+        "-m",
+        "tickwork",
+        "worker",
+        "--app",
+        WORKER_APP,
+        "--queues",
+        "default",
+        "--concurrency",
+        str(concurrency),
+        "--log-level",
+        log_level,
+    ]
 
 
 def wait_for(predicate: Any, what: str, timeout: float = HANG_GUARD) -> Any:

@@ -29,6 +29,7 @@ import pytest
 from tickwork import App, ExecutionState, JobContext, JobSpec, JobState
 
 from ..figures import record, scale
+from .support import worker_command
 
 pytestmark = pytest.mark.e2e
 
@@ -160,20 +161,7 @@ class Fleet:
         env["TICKWORK_WORKER__WATCHDOG_INTERVAL"] = str(watchdog_interval)
         env["TICKWORK_WORKER__SHUTDOWN_GRACE"] = str(shutdown_grace)
         env["TICKWORK_WORKER__POLL_INTERVAL"] = str(poll_interval)
-        command = [
-            sys.executable,
-            "-m",
-            "tickwork",
-            "worker",
-            "--app",
-            "worker_app:app",
-            "--queues",
-            "default",
-            "--concurrency",
-            str(concurrency),
-            "--log-level",
-            "INFO",
-        ]
+        command = worker_command(concurrency)
         log_path = self.log_dir / f"{name}.log"
         with log_path.open("wb") as log:
             popen = subprocess.Popen(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from tickwork import App, JobSpec
 
 from ..figures import long_run, record, scale
+from .support import worker_command
 
 pytestmark = pytest.mark.e2e
 
@@ -45,20 +45,7 @@ class Worker:
         self.app_name = f"soak-{name}-{time.monotonic_ns()}"
         log = (log_dir / f"{name}.log").open("ab")
         self.popen = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tickwork",
-                "worker",
-                "--app",
-                "worker_app:app",
-                "--queues",
-                "default",
-                "--concurrency",
-                "50",
-                "--log-level",
-                "WARNING",
-            ],
+            worker_command(50, "WARNING"),
             env=env | {"PGAPPNAME": self.app_name},
             cwd=log_dir,
             stdout=log,
@@ -102,15 +89,6 @@ def workers(soak_env: dict[str, str], tmp_path: Path) -> Iterator[list[Worker]]:
             worker.kill()
 
 
-@pytest.fixture
-def tasks(app: App) -> App:
-    @app.task(name="e2e.noop")
-    async def noop() -> None:
-        raise AssertionError("runs only in the worker processes")
-
-    return app
-
-
 def db_now(sql: psycopg.Connection[Any]) -> Any:
     row = sql.execute("SELECT now()").fetchone()
     assert row is not None
@@ -150,7 +128,7 @@ def table_bytes(sql: psycopg.Connection[Any]) -> int:
 
 
 def test_soak_at_half_the_drain_ceiling_with_faults(
-    tasks: App,
+    noop_app: App,
     sql: psycopg.Connection[Any],
     workers: list[Worker],
     soak_env: dict[str, str],
@@ -158,7 +136,7 @@ def test_soak_at_half_the_drain_ceiling_with_faults(
 ) -> None:
     # the ceiling: a backlog drained by both workers
     started = time.monotonic()
-    tasks.enqueue_many([JobSpec("e2e.noop") for _ in range(CEILING_JOBS)])
+    noop_app.enqueue_many([JobSpec("e2e.noop") for _ in range(CEILING_JOBS)])
     settle(sql, "the ceiling backlog is drained")
     ceiling = CEILING_JOBS / (time.monotonic() - started)
     rate = ceiling / 2
@@ -173,7 +151,7 @@ def test_soak_at_half_the_drain_ceiling_with_faults(
     while time.monotonic() - begin < DURATION:
         due = int((time.monotonic() - begin) * rate) - enqueued
         if due >= batch:
-            tasks.enqueue_many([JobSpec("e2e.noop") for _ in range(due)])
+            noop_app.enqueue_many([JobSpec("e2e.noop") for _ in range(due)])
             enqueued += due
         else:
             time.sleep(0.01)  # pacing the producer, not synchronisation
