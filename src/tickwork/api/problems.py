@@ -165,7 +165,7 @@ def install(api: FastAPI) -> None:
             shown = f" (a value of {len(value):,} characters)"
         else:
             shown = f" ({value!r})"
-        detail = f"{where}{shown}: {first['msg']}"
+        detail = f"{where or 'the request body'}{shown}: {first['msg']}"
         more = len(exc.errors()) - 1
         if more:
             detail += f" (and {more} more)"

@@ -236,7 +236,25 @@ class ScheduleIn(Request):
 
 
 class ScheduleEditIn(Request):
-    """Fields to change; the rest stay as they are."""
+    """Fields to change; the rest stay as they are. Only ``queue`` and ``priority`` may be
+    set to null (the task's own); null for any other field is refused."""
+
+    @field_validator(
+        "task",
+        "cron",
+        "timezone",
+        "args",
+        "misfire",
+        "misfire_limit",
+        "overlap",
+        "enabled",
+        mode="before",
+    )
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise PydanticCustomError("not_null", "may not be null (leave it out to keep it)")
+        return value
 
     task: str | None = Field(None, min_length=1)
     cron: str | None = Field(None, min_length=1)

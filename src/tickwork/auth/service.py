@@ -554,7 +554,7 @@ class AuthService:
     async def _session_refusal(self, claims: AccessClaims) -> str | None:
         """Why the session of a validly signed access token no longer stands; None when it
         does (the answer is cached for a second, see :mod:`tickwork.auth.sessions`)."""
-        found, refusal = self._sessions.get(claims.user_id, claims.session)
+        found, refusal = self._sessions.get(claims.user_id, claims.session, claims.role)
         if found:
             return refusal
         async with self.pool.connection() as conn:
@@ -569,7 +569,7 @@ class AuthService:
             refusal = "the user's role changed; log in again"
         elif not rows[0]["live"]:
             refusal = "the session has ended (logout, password or role change); log in again"
-        self._sessions.put(claims.user_id, claims.session, refusal)
+        self._sessions.put(claims.user_id, claims.session, claims.role, refusal)
         return refusal
 
     async def _end_sessions(self, conn: Connection, user_id: int, reason: str) -> None:

@@ -116,7 +116,7 @@ def verify_access_token(token: object, key: str, *, issuer: str, audience: str) 
 
 def _claims(claims: dict[str, Any]) -> AccessClaims:
     sub, roles, email = claims.get("sub"), claims.get("roles"), claims.get("email")
-    if not isinstance(sub, str) or not sub.isdigit():
+    if not isinstance(sub, str) or not (sub.isascii() and sub.isdigit()):  # not "²"
         raise AuthError("access token subject is not a user id")
     if (
         not isinstance(roles, list)
