@@ -8,6 +8,9 @@ import asyncio
 import contextlib
 import socket
 import struct
+from typing import Any
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 CHUNK = 64 * 1024
 
@@ -20,26 +23,15 @@ class TcpProxy:
         self.target_port = target_port
         self.port = 0
         """The port it listens on (chosen by the system at :meth:`start`, kept after)."""
-        self.accepted = 0
-        """Connections accepted so far (over every listening spell)."""
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._upstream: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
 
-    @property
-    def listening(self) -> bool:
-        return self._server is not None
-
-    @property
-    def open_connections(self) -> int:
-        """Client connections being forwarded now."""
-        return len(self._tasks)
-
-    def upstream_ports(self) -> list[int]:
-        """The local ports of the proxy's connections to the server: the ``client_port``
-        the server's ``pg_stat_activity`` shows for each proxied connection."""
-        return [w.get_extra_info("sockname")[1] for w in self._upstream]
+    def upstream_ends(self) -> list[tuple[str, int]]:
+        """The local (address, port) of each of the proxy's connections to the server: the
+        ``client_addr`` and ``client_port`` the server's ``pg_stat_activity`` shows."""
+        return [w.get_extra_info("sockname")[:2] for w in self._upstream]
 
     async def start(self) -> None:
         """Listen (on a free port the first time, on the same port after a cut)."""
@@ -72,11 +64,16 @@ class TcpProxy:
         await self.cut()
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
+        # the forwarding runs in a task of our own, which cut() may cancel (asyncio's
+        # callback on the server's own task would log the cancellation as an error)
         self._writers.add(client_w)
-        self.accepted += 1
+        task = asyncio.create_task(self._forward(client_r, client_w))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _forward(
+        self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
+    ) -> None:
         upstream_w: asyncio.StreamWriter | None = None
         try:
             upstream_r, upstream_w = await asyncio.open_connection(
@@ -84,7 +81,22 @@ class TcpProxy:
             )
             self._writers.add(upstream_w)
             self._upstream.add(upstream_w)
-            await asyncio.gather(_pipe(client_r, upstream_w), _pipe(upstream_r, client_w))
+            pipes = {
+                asyncio.create_task(_pipe(client_r, upstream_w)),
+                asyncio.create_task(_pipe(upstream_r, client_w)),
+            }
+            try:
+                # an end of file is passed on and the other way goes on; a reset ends both
+                # (as a real proxy does: a client whose server side was reset must not wait
+                # on an open socket for an answer that cannot come)
+                while pipes:
+                    done, pipes = await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
+                    if not all(task.result() for task in done):
+                        break
+            finally:
+                for task in pipes:
+                    task.cancel()
+                await asyncio.gather(*pipes, return_exceptions=True)
         except OSError:  # the server refused the connection: so does the proxy
             pass
         finally:
@@ -93,17 +105,19 @@ class TcpProxy:
                     self._writers.discard(writer)
                     self._upstream.discard(writer)
                     _reset(writer)
-            self._tasks.discard(task)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Copy until end of file, then pass the end on (half-close); stop at a reset."""
-    with contextlib.suppress(OSError):
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    """Copy until end of file and pass the end on (half-close): True; False at a reset."""
+    try:
         while data := await reader.read(CHUNK):
             writer.write(data)
             await writer.drain()
         if writer.can_write_eof():
             writer.write_eof()
+    except OSError:
+        return False
+    return True
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
@@ -115,3 +129,49 @@ def _reset(writer: asyncio.StreamWriter) -> None:
             # SO_LINGER with a zero timeout: close() sends RST
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     transport.abort()
+
+
+def tcp_target(url: str) -> tuple[str, int] | None:
+    """(host, port) the URL reaches over TCP; None for a socket directory, several hosts
+    or no host at all (then libpq's default socket)."""
+    params = conninfo_to_dict(url)
+    host = str(params.get("hostaddr") or params.get("host") or "")
+    port = str(params.get("port") or "5432")
+    if not host or host.startswith("/") or host.startswith("@") or "," in host or "," in port:
+        return None
+    return host, int(port)
+
+
+def through(url: str, port: int) -> str:
+    """``url`` with 127.0.0.1:``port`` as its server; the database, user and every other
+    parameter (the query string of a URL) are kept."""
+    params: dict[str, Any] = {"host": "127.0.0.1", "port": str(port)}
+    if conninfo_to_dict(url).get("hostaddr"):
+        params["hostaddr"] = "127.0.0.1"
+    return make_conninfo(url, **params)
+
+
+def test_proxied_urls_keep_everything_but_the_server() -> None:
+    url = "postgresql://u:pw@db.example:6543/app?sslmode=disable&application_name=x"
+    assert tcp_target(url) == ("db.example", 6543)
+    assert conninfo_to_dict(through(url, 1234)) == {
+        "user": "u",
+        "password": "pw",
+        "host": "127.0.0.1",
+        "port": "1234",
+        "dbname": "app",
+        "sslmode": "disable",
+        "application_name": "x",
+    }
+    assert tcp_target("postgresql://127.0.0.1/tickwork_dev") == ("127.0.0.1", 5432)
+    assert tcp_target("host=10.0.0.1 hostaddr=10.0.0.2 port=7 dbname=d") == ("10.0.0.2", 7)
+    assert conninfo_to_dict(through("host=h hostaddr=10.0.0.2 dbname=d", 9)) == {
+        "host": "127.0.0.1",
+        "hostaddr": "127.0.0.1",
+        "port": "9",
+        "dbname": "d",
+    }
+    # the embedded server's form (a socket directory), several hosts, libpq's default socket
+    assert tcp_target("postgresql://postgres:@/tickwork?host=/tmp/pg-sock") is None
+    assert tcp_target("postgresql://a:5432,b:5432/db") is None
+    assert tcp_target("postgresql:///db") is None

@@ -1,35 +1,36 @@
 """The API while the database is out of reach, through a real TCP proxy the test cuts.
 
 Every answer during an outage is a 503 problem (never a 500, never text/plain) with a
-Retry-After; an enqueue says nothing was stored; once the database is back the API serves
-again without a restart. The CLI, for its part, says so in one line (exit 2, no traceback,
-no password).
+Retry-After; an enqueue says nothing was stored; once the database is back (or a killed
+connection replaced) the API serves again without a restart. The CLI, for its part, says
+so in one line (exit 2, no traceback, no password).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tickwork import App
 from tickwork.api import create_api
 from tickwork.auth import AuthService, Role
+from tickwork.auth.sessions import SessionCache
 
 from .api_support import BASE_URL, PASSWORD, Api, email
-from .tcp_proxy import TcpProxy
+from .tcp_proxy import TcpProxy, tcp_target, through
 
 HANG_GUARD = 60.0
 """Not a timing assertion: only stops a broken test from hanging."""
@@ -38,26 +39,8 @@ REQUEST_WAIT = 1.0
 PROBLEM = "application/problem+json"
 TASK = "tests.outage.echo"
 CANARY = "canary-secret"
-
-
-def tcp_target(url: str) -> tuple[str, int] | None:
-    """(host, port) the URL reaches over TCP; None for a socket directory, several hosts
-    or no host at all (then libpq's default socket)."""
-    params = conninfo_to_dict(url)
-    host = params.get("hostaddr") or params.get("host") or ""
-    port = str(params.get("port") or "5432")
-    if not host or host.startswith("/") or host.startswith("@") or "," in host or "," in port:
-        return None
-    return host, int(port)
-
-
-def through(url: str, port: int) -> str:
-    """``url`` with 127.0.0.1:``port`` as its server; the database, user and every other
-    parameter (the query string of a URL) are kept."""
-    params: dict[str, Any] = {"host": "127.0.0.1", "port": str(port)}
-    if conninfo_to_dict(url).get("hostaddr"):
-        params["hostaddr"] = "127.0.0.1"
-    return make_conninfo(url, **params)
+GIVEN_UP = "reconnection attempt in pool"
+"""How psycopg_pool's warning that it gave up reconnecting (after reconnect_timeout) starts."""
 
 
 @pytest.fixture
@@ -187,25 +170,44 @@ async def test_cut_answers_503_problems(api: Api, proxy: TcpProxy, database_url:
     assert stats.get("returns_bad", 0) + stats.get("connections_lost", 0) >= 1, stats
 
     # the ones after it find no connection at all (new ones are refused)
-    ready = await api.client.get("/readyz")
-    assert_unavailable(ready)
+    assert_unavailable(await api.client.get("/readyz"))
     assert_unavailable(await list_jobs(api))
-    stored = assert_unavailable(await enqueue(api, "during the cut"))
-    assert stored.get("stored") == "no", stored
+    assert_unavailable(await enqueue(api, "during the cut"))  # "stored": see the tests below
     assert (await api.client.get("/healthz")).status_code == 200  # the process itself is up
+    assert pool.get_stats().get("requests_errors", 0) >= 1  # those waited out the pool
 
     assert jobs_in_database(database_url, api.app.settings.schema_name) == []
 
 
-async def test_enqueue_on_a_dead_connection_says_not_stored(
-    api: Api, proxy: TcpProxy, database_url: str
+@pytest.mark.parametrize("first", [True, False], ids=["dead-connection", "no-connection"])
+async def test_enqueue_during_a_cut_says_not_stored(
+    api: Api, proxy: TcpProxy, database_url: str, first: bool
 ) -> None:
-    """The enqueue is the first request after the cut: it gets the dead pooled connection."""
-    assert (await list_jobs(api)).status_code == 200
+    """The enqueue route itself meets the outage: on the dead pooled connection (the first
+    request after the cut) or waiting out the pool (a later one). Its caller's session
+    check is kept from the database (answers cached for the whole test), so the failure is
+    the route's own."""
+    api.auth._sessions = SessionCache(ttl=3600.0)
+    assert (await list_jobs(api)).status_code == 200  # the session check, cached from here
     await proxy.cut()
-    body = assert_unavailable(await enqueue(api, "first after the cut"))
+    if not first:
+        assert_unavailable(await list_jobs(api))  # takes the dead connection
+    body = assert_unavailable(await enqueue(api, "during the cut"))
     assert body.get("stored") == "no", body
     assert jobs_in_database(database_url, api.app.settings.schema_name) == []
+
+
+async def test_enqueue_refused_at_the_session_check_says_not_stored(
+    api: Api, proxy: TcpProxy
+) -> None:
+    """(That this answer is a 503 problem and stored nothing, test_cut_answers_503_problems
+    shows: its enqueue meets the outage in the session check too.)"""
+    assert (await list_jobs(api)).status_code == 200
+    await proxy.cut()
+    api.auth._sessions.clear()  # as a second after the last check: the next one asks the database
+    answer = await enqueue(api, "during the cut")
+    assert answer.status_code == 503, answer.text
+    assert answer.json().get("stored") == "no", answer.json()
 
 
 # -- the way back ----------------------------------------------------------------------------
@@ -231,7 +233,7 @@ async def test_serves_again_after_restore(
 
         async def until_given_up() -> int:
             n = 0
-            while not any("failed after" in r.getMessage() for r in caplog.records):
+            while not any(GIVEN_UP in r.getMessage() for r in caplog.records):
                 assert_unavailable(await api.client.get("/readyz"))
                 n += 1
             return n
@@ -265,15 +267,16 @@ async def test_serves_again_after_restore(
 
 async def _terminate_backends(proxy: TcpProxy, database_url: str) -> None:
     """The server ends every backend serving a proxied connection."""
-    ports = proxy.upstream_ports()
-    assert ports, "no proxied connection to end"
+    ends = proxy.upstream_ends()
+    assert ends, "no proxied connection to end"
     with psycopg.connect(database_url, autocommit=True) as conn:
         ended = conn.execute(
-            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))"
-            " FROM pg_stat_activity WHERE client_port = ANY(%s)",
-            [ports],
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE (host(client_addr), client_port)"
+            "  IN (SELECT * FROM unnest(%s::text[], %s::int[]))",
+            [[host for host, _ in ends], [port for _, port in ends]],
         ).fetchone()
-    assert ended is not None and ended[0] >= 1, f"no backend on ports {ports}"
+    assert ended is not None and ended[0] >= 1, f"no backend of {ends} ended"
 
 
 async def _blip(proxy: TcpProxy, database_url: str) -> None:
@@ -302,10 +305,12 @@ async def test_connections_killed_under_the_api(
         return answer
 
     failures, seconds = await first_success(probe)
-    print(f"\n[{kill.__name__}] answers {answers}; 200 after {seconds:.2f} s")
+    print(
+        f"\n[{kill.__name__.strip('_')}] answers {answers}: "
+        f"200 after {failures} 503 answers, {seconds:.2f} s"
+    )
     assert answers[0] == 503, f"the first request did not meet a dead connection: {answers}"
-    for route in ("/readyz",):
-        assert (await api.client.get(route)).status_code == 200
+    assert (await api.client.get("/readyz")).status_code == 200
     answer = await enqueue(api, "after the kill")
     assert answer.status_code == 201, answer.text
 
@@ -313,12 +318,13 @@ async def test_connections_killed_under_the_api(
 # -- the command line ------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    """A port nothing listens on (bound and released: only this test uses it)."""
+@contextlib.contextmanager
+def closed_port() -> Iterator[int]:
+    """A port that refuses connections: bound but not listening, so nothing else can take
+    it while the test runs."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+        yield sock.getsockname()[1]
 
 
 def tickwork(command: str, url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -345,7 +351,8 @@ def tickwork(command: str, url: str, cwd: Path) -> subprocess.CompletedProcess[s
     ids=["doctor-closed-port", "doctor-bad-scheme", "worker-bad-scheme"],
 )
 def test_cli_says_so_in_one_line(command: str, url: str, tmp_path: Path) -> None:
-    done = tickwork(command, url.format(port=free_port()), tmp_path)
+    with closed_port() as port:
+        done = tickwork(command, url.format(port=port), tmp_path)
     lines = done.stderr.splitlines()
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
     assert len(lines) == 1, done.stderr

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from tickwork.db.database import database_error, unavailable
+from tickwork.db.database import database_error
 from tickwork.errors import (
     AuthError,
     ConfigError,
@@ -118,6 +118,17 @@ def _for(exc: TickworkError) -> JSONResponse:
     return problem(500, "Internal error", "the server failed; the log has the details")
 
 
+ENQUEUE_ROUTE = ("POST", "/api/jobs")
+
+
+def _before_enqueue(request: Request, exc: DatabaseUnavailable) -> DatabaseUnavailable:
+    """An outage met by an enqueue request before its route ran (checking the caller's
+    session, say) stored nothing: say so, as the route itself would."""
+    if isinstance(exc, EnqueueFailed) or (request.method, request.url.path) != ENQUEUE_ROUTE:
+        return exc
+    return EnqueueFailed(False, str(exc))
+
+
 def _check_pool(request: Request) -> None:
     """After a lost connection, have the pool test its idle ones now, so the requests after
     a database restart do not each find another dead connection."""
@@ -139,14 +150,17 @@ def install(api: FastAPI) -> None:
         assert isinstance(exc, TickworkError)
         if isinstance(exc, DatabaseUnavailable):
             _check_pool(request)
+            exc = _before_enqueue(request, exc)
         return _for(exc)
 
     async def driver_error(request: Request, exc: Exception) -> JSONResponse:
         # a statement run without the translation of db/ (the storage seam translates most)
         assert isinstance(exc, psycopg.Error)
-        if unavailable(exc):
+        translated = database_error(exc)
+        if isinstance(translated, DatabaseUnavailable):
             _check_pool(request)
-        return _for(database_error(exc))
+            translated = _before_enqueue(request, translated)
+        return _for(translated)
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error in a request", exc_info=exc)

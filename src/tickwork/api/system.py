@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -24,6 +25,7 @@ from tickwork.api.security import Services, caller, services
 from tickwork.audit import AuditFilter, list_events
 from tickwork.auth import Principal
 from tickwork.db.database import fetch_async
+from tickwork.errors import DatabaseUnavailable
 from tickwork.leases import Leader, leader
 from tickwork.metrics import render
 from tickwork.queue import admin
@@ -32,6 +34,8 @@ router = APIRouter()
 
 READY_WAIT = 0.5
 """Seconds /readyz waits for a database connection before it answers 503."""
+READY_TIMEOUT = 2.0
+"""Seconds /readyz waits for the database's answer in all before it answers 503."""
 
 Svc = Annotated[Services, Depends(services)]
 Caller = Annotated[Principal, Depends(caller)]
@@ -110,11 +114,27 @@ async def healthz() -> dict[str, Any]:
 
 @router.get("/readyz", response_model=ReadyOut, tags=["operations"])
 async def readyz(svc: Svc) -> dict[str, Any]:
-    """The database answers and the schema is migrated (503 otherwise, within half a
-    second: a probe must not wait out the requests' database wait)."""
-    async with svc.pool.connection(timeout=READY_WAIT) as conn:
-        found = await fetch_async(conn, svc.statements["migration_applied"], {})
+    """The database answers and the schema is migrated (503 otherwise, within
+    :data:`READY_TIMEOUT`: a probe must not wait out the requests' database wait, nor a
+    network that silently drops packets)."""
+
+    async def look() -> list[dict[str, Any]]:
+        async with svc.pool.connection(timeout=READY_WAIT) as conn:
+            return await fetch_async(conn, svc.statements["migration_applied"], {})
+
+    # not wait_for: cancelling a query on a dead network waits for its cancel request
+    probe = asyncio.ensure_future(look())
+    done, _ = await asyncio.wait({probe}, timeout=READY_TIMEOUT)
+    if not done:
+        probe.add_done_callback(_consume)  # it ends on its own (keepalives, timeouts)
+        raise DatabaseUnavailable(f"the database did not answer within {READY_TIMEOUT} s")
+    found = probe.result()
     return {"status": "ready", "schema_version": max((r["version"] for r in found), default=0)}
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: a late failure of an abandoned probe is not an error
 
 
 @router.get(

@@ -29,6 +29,16 @@ log = logging.getLogger("tickwork.db")
 Row = dict[str, Any]
 T = TypeVar("T")
 
+KEEPALIVES: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 15_000,
+}
+"""TCP settings of tickwork's connections: a network that silently drops packets (no reset,
+no close) is noticed within about 11 s of silence, or 15 s of unacknowledged writes, instead
+of the operating system's minutes."""
 POOL_TIMEOUT = 30.0
 """Seconds a caller waits for a pooled connection (psycopg_pool's default)."""
 POOL_RECONNECT_TIMEOUT = 4.0
@@ -182,9 +192,14 @@ class Database:
 
     def connection_kwargs(self, url: str, **server_settings: str) -> dict[str, Any]:
         """Keyword arguments for tickwork's own pooled connections: autocommit, the connect
-        timeout, and ``server_settings`` added to the options the URL (or ``PGOPTIONS``)
-        already gives, which an ``options`` argument would otherwise replace."""
-        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": self._connect_timeout}
+        timeout, TCP keepalives (:data:`KEEPALIVES`), and ``server_settings`` added to the
+        options the URL (or ``PGOPTIONS``) already gives, which an ``options`` argument would
+        otherwise replace."""
+        kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": self._connect_timeout,
+            **KEEPALIVES,
+        }
         if server_settings:
             given = conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS", "")
             ours = " ".join(f"-c {name}={value}" for name, value in server_settings.items())
