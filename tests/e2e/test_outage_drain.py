@@ -67,8 +67,8 @@ def proxy(database_url: str) -> Iterator[ProxyThread]:
         found.close()
 
 
-def count(sql: psycopg.Connection[Any], query: str) -> int:
-    row = sql.execute(query).fetchone()
+def count(sql: psycopg.Connection[Any], query: str, params: list[Any] | None = None) -> int:
+    row = sql.execute(query, params).fetchone()
     assert row is not None
     return int(row[0])
 
@@ -120,7 +120,7 @@ def test_restart_and_killed_sessions_mid_drain_lose_nothing(
         procs.append(
             subprocess.Popen(
                 worker_command(20, "WARNING"),
-                env=env | {"PGAPPNAME": f"outage-w{n}"},
+                env=env | {"PGAPPNAME": f"outage-{db_env['TICKWORK_SCHEMA']}-w{n}"},
                 cwd=tmp_path,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -144,7 +144,8 @@ def test_restart_and_killed_sessions_mid_drain_lose_nothing(
         terminated = count(
             sql,
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE application_name LIKE 'outage-w%%'",
+            " WHERE application_name LIKE %s",
+            [f"outage-{db_env['TICKWORK_SCHEMA']}-w%"],
         )
         assert terminated > 0
         after_terminate = recovery(sql, procs)

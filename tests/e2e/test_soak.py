@@ -42,7 +42,7 @@ HANG_GUARD = 300.0  # not a timing assertion: only stops a broken run from hangi
 class Worker:
     def __init__(self, env: dict[str, str], log_dir: Path, name: str) -> None:
         self.name = name
-        self.app_name = f"soak-{name}-{time.monotonic_ns()}"
+        self.app_name = f"soak-{env['TICKWORK_SCHEMA']}-{name}"
         log = (log_dir / f"{name}.log").open("ab")
         self.popen = subprocess.Popen(
             worker_command(50, "WARNING"),
@@ -163,7 +163,8 @@ def test_soak_at_half_the_drain_ceiling_with_faults(
         if time.monotonic() >= next_terminate:
             sql.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name LIKE 'soak-%%'"
+                " WHERE application_name LIKE %s",
+                [f"soak-{soak_env['TICKWORK_SCHEMA']}-%"],
             )
             terminations += 1
             next_terminate += TERMINATE_EVERY
