@@ -46,11 +46,25 @@ def run(long: bool, figures: Path) -> int:
 
 
 def value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:,.2f}".rstrip("0").rstrip(".")
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+def shown(value: Any) -> bool:
+    """Lists and mappings stay in the JSON lines: the table shows scalars."""
+    return not isinstance(value, list | dict | tuple)
+
+
+def detail(key: str, value: Any) -> str:
+    name = key.replace("_", " ")
+    if isinstance(value, bool):
+        return name if value else f"not {name}"
+    return f"{name} {value_text(value)}"
 
 
 def tables(lines: list[dict[str, Any]], doc: str) -> str:
@@ -70,9 +84,7 @@ def tables(lines: list[dict[str, Any]], doc: str) -> str:
     ]
     for check, figures in checks.items():
         for n, line in enumerate(figures):
-            details = ", ".join(
-                f"{k.replace('_', ' ')} {value_text(v)}" for k, v in line["details"].items()
-            )
+            details = ", ".join(detail(k, v) for k, v in line["details"].items() if shown(v))
             out.append(
                 f"| {check if n == 0 else ''} | {line['figure']} | {value_text(line['value'])} "
                 f"| {details} |"

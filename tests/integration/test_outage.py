@@ -29,6 +29,7 @@ from tickwork.api import create_api
 from tickwork.auth import AuthService, Role
 from tickwork.auth.sessions import SessionCache
 
+from ..figures import record
 from .api_support import BASE_URL, PASSWORD, Api, email
 from .tcp_proxy import TcpProxy, tcp_target, through
 
@@ -170,9 +171,23 @@ async def test_cut_answers_503_problems(api: Api, proxy: TcpProxy, database_url:
     assert stats.get("returns_bad", 0) + stats.get("connections_lost", 0) >= 1, stats
 
     # the ones after it find no connection at all (new ones are refused)
-    assert_unavailable(await api.client.get("/readyz"))
-    assert_unavailable(await list_jobs(api))
-    assert_unavailable(await enqueue(api, "during the cut"))  # "stored": see the tests below
+    took: dict[str, float] = {}
+    for name, request in (
+        ("/readyz", lambda: api.client.get("/readyz")),
+        ("GET /api/jobs", lambda: list_jobs(api)),
+        ("POST /api/jobs", lambda: enqueue(api, "during the cut")),  # "stored": see below
+    ):
+        started = time.monotonic()
+        assert_unavailable(await request())
+        took[name] = time.monotonic() - started
+    for name, seconds in took.items():
+        record(
+            "reliability",
+            "the API with every database connection cut, then restored",
+            f"seconds to a 503 during the cut: {name}",
+            round(seconds, 2),
+            database_wait=pool_of(api).timeout,
+        )
     assert (await api.client.get("/healthz")).status_code == 200  # the process itself is up
     assert pool.get_stats().get("requests_errors", 0) >= 1  # those waited out the pool
 
@@ -246,6 +261,13 @@ async def test_serves_again_after_restore(
         f"\n[outage: {outage}; {probes} probes during it] /readyz answered 200 "
         f"{seconds:.2f} s after the restore, after {failures} 503 answers"
     )
+    record(
+        "reliability",
+        "the API with every database connection cut, then restored",
+        f"seconds from restore to /readyz 200 ({outage} outage)",
+        round(seconds, 2),
+        answers_503_before=failures,
+    )
 
     answer = await enqueue(api, "after the restore")
     assert answer.status_code == 201, answer.text
@@ -310,6 +332,14 @@ async def test_connections_killed_under_the_api(
         f"200 after {failures} 503 answers, {seconds:.2f} s"
     )
     assert answers[0] == 503, f"the first request did not meet a dead connection: {answers}"
+    record(
+        "reliability",
+        "the API's connections killed under it",
+        f"answers before a 200 ({kill.__name__.strip('_').replace('_', ' ')})",
+        failures,
+        seconds=round(seconds, 2),
+        answers_500=answers.count(500),
+    )
     assert (await api.client.get("/readyz")).status_code == 200
     answer = await enqueue(api, "after the kill")
     assert answer.status_code == 201, answer.text
