@@ -178,6 +178,7 @@ class App:
         time, up to ``misfire_limit``) or SKIP. ``overlap``: ALLOW, or SKIP while the
         schedule's previous job is still pending or running.
         """
+        from tickwork.schedule.admin import check_schedule_name
         from tickwork.schedule.cron import CronSchedule
         from tickwork.schedule.scheduler import Misfire, Overlap, ScheduleSpec
 
@@ -186,6 +187,7 @@ class App:
         arguments = dict(args or {})
         known.check_args(arguments)
         encode_args(arguments)  # beyond the limits: refused here, not when a scheduler stores it
+        check_schedule_name(name)
         if name in self.schedules:
             raise ScheduleError("name", name, "is already a schedule of this app")
         try:

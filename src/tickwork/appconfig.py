@@ -38,8 +38,9 @@ class Known:
             or not isinstance(value, int | float)
             or not 0 < value <= MAX_SECONDS  # NaN and Infinity (JSON bodies may carry them) fail
         ):
-            raise InvalidInput(
-                key, value, f"must be a positive number of seconds, at most {MAX_SECONDS:.0f}"
+            shown = value if isinstance(value, int | float) else f"a {type(value).__name__}"
+            raise InvalidInput(  # a number is shown; anything else only by its type
+                key, shown, f"must be a positive number of seconds, at most {MAX_SECONDS:.0f}"
             )
         return float(value)
 

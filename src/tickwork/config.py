@@ -70,6 +70,7 @@ DEFAULT_API_HOST = "127.0.0.1"
 DEFAULT_API_PORT = 8080
 DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
 """Largest request body the API reads (a job's arguments may be 1 MiB of JSON)."""
+DEFAULT_MAX_CONNECTIONS = 2048
 DEFAULT_DATABASE_WAIT = 5.0
 """Seconds an API request waits for a database connection before it answers 503."""
 DEFAULT_ACCESS_TOKEN_TTL = 900.0
@@ -99,6 +100,9 @@ SECRET_FIELDS = ("database_url", "secret", "password")
 
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}\Z")
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}\Z")
+SCHEDULE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}\Z")
+"""A schedule's name: it stands in URL paths and log lines, so no slashes, spaces or
+control characters."""
 
 
 MAX_SECONDS = 100 * 365 * 86400.0
@@ -234,6 +238,10 @@ class ApiSettings(BaseModel):
     """Larger request bodies are refused (413) before they are read."""
     database_wait: float = Field(DEFAULT_DATABASE_WAIT, gt=0, le=300, allow_inf_nan=False)
     """Seconds a request waits for a database connection; then it answers 503."""
+    max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1, le=1_000_000)
+    """Connections (and requests in progress) served at once; past it requests answer 503.
+    Keep it below the process's open-file limit; a reverse proxy in front should also
+    limit connections and idle clients."""
     trusted_proxies: list[str] = Field(default_factory=list)
     """Addresses (or CIDR networks) of reverse proxies whose X-Forwarded-For and
     X-Forwarded-Proto are believed; none by default, so a client cannot choose its own

@@ -145,7 +145,7 @@ class NotFoundError(TickworkError, LookupError):
     def __init__(self, kind: str, key: object) -> None:
         self.kind = kind
         self.key = key
-        super().__init__(f"{kind} {key!r} does not exist")
+        super().__init__(f"{kind} {shown(key)} does not exist")
 
 
 class ConflictError(TickworkError):

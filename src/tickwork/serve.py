@@ -168,6 +168,7 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
             lifespan="off",
             # forwarded headers only from configured proxies: anyone else could choose the
             # address that login throttling counts attempts by
+            limit_concurrency=app.settings.api.max_connections,
             proxy_headers=bool(app.settings.api.trusted_proxies),
             forwarded_allow_ips=list(app.settings.api.trusted_proxies),
         )

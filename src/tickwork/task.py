@@ -99,8 +99,9 @@ class Task(Generic[P, R]):
             else:
                 self._signature.bind(**args)
         except TypeError as exc:
-            raise EnqueueError(
-                "args", dict(args), f"do not fit task {self.name!r}: {exc}"
+            names = ", ".join(sorted(map(str, keys))) or "none"
+            raise EnqueueError(  # names the arguments, never their values (one may be a secret)
+                "args", f"arguments: {names}", f"do not fit task {self.name!r}: {exc}"
             ) from None
 
     def row(self, spec: JobSpec, created_by: str = DEFAULT_CREATED_BY) -> JobRow:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from tickwork import App, JobState
@@ -18,7 +19,7 @@ from tickwork.auth import AuthService, Role
 from tickwork.errors import AuthError, EnqueueError, SignalError
 from tickwork.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH
 
-from .api_support import PASSWORD, Api, start_api
+from .api_support import PASSWORD, Api, email, start_api
 
 CANARY = "canary-Zq8v7Lw2"
 """A secret planted in inputs; it must never come back in an answer."""
@@ -462,3 +463,123 @@ async def test_an_unexpected_error_is_a_problem_not_text(app: App) -> None:
             del ROUTE_ROLES[("GET", "/boom")]
     body = problem(answer, 500)
     assert CANARY not in answer.text and body["title"] == "Internal error"
+
+
+# -- what a red team found against a running serve ------------------------------------------
+
+
+async def test_a_bad_token_is_refused_before_its_body_is_read(api: Api) -> None:
+    forged = [(b"content-type", b"application/json"), (b"authorization", b"Bearer x.y.z")]
+    assert (await _call_raw(api, "POST", "/api/jobs", forged)) == (401, 0)
+    # an API token is only known to the database: it passes the gate, and is refused after
+    answer = await api.client.post(
+        "/api/jobs", json={"task": "tests.echo"}, headers={"Authorization": "Bearer twk_nope"}
+    )
+    problem(answer, 401)
+
+
+async def test_bodies_of_public_routes_are_small(api: Api) -> None:
+    answer = await api.client.post(
+        "/api/auth/login",
+        content=b'{"email": "a@b.c", "password": "' + b"x" * 100_000 + b'"}',
+        headers={"content-type": "application/json"},
+    )
+    assert problem(answer, 413)["detail"].startswith("this request's body may be at most 65,536")
+
+
+async def test_bodies_being_read_share_one_budget(api: Api) -> None:
+    """Many stalled uploads cannot fill memory: past the budget a request is answered 503
+    at once (the budget is set small here; its default is 64 MiB)."""
+    from tickwork.api.gate import Gate
+
+    gate = api.api.middleware_stack
+    while not isinstance(gate, Gate):
+        gate = gate.app  # type: ignore[attr-defined]
+    gate.budget = 10
+    try:
+        status, _ = await _call_raw(
+            api,
+            "POST",
+            "/api/jobs",
+            [(b"content-type", b"application/json"), *_bearer(api, Role.OPERATOR)],
+        )
+    finally:
+        gate.budget = 64 * 1024 * 1024
+    assert status == 503
+    assert gate.reading == 0  # what it held is given back
+
+
+def _bearer(api: Api, role: Role) -> list[tuple[bytes, bytes]]:
+    return [(b"authorization", f"Bearer {api.tokens[role]}".encode())]
+
+
+async def test_a_huge_list_for_a_text_field_is_refused_without_a_walk(api: Api) -> None:
+    body = b'{"refresh_token": [' + b",".join([b"[]"] * 20_000) + b"]}"
+    answer = await api.client.post(
+        "/api/auth/refresh", content=body, headers={"content-type": "application/json"}
+    )
+    assert problem(answer, 422)["field"] == "refresh_token"
+
+
+async def test_arguments_that_do_not_fit_are_named_not_echoed(api: Api) -> None:
+    answer = await api.client.post(
+        "/api/jobs",
+        json={"task": "tests.echo", "args": {"password": CANARY}},
+        headers=api.headers(Role.OPERATOR),
+    )
+    body = problem(answer, 400)
+    assert "password" in body["detail"] and CANARY not in answer.text
+    unknown = await api.client.post(
+        "/api/auth/login", json={"email": "a@b.c", "password": "x" * 12, "passwd": CANARY}
+    )
+    assert problem(unknown, 422)["field"] == "passwd" and CANARY not in unknown.text
+    setting = await api.client.put(
+        "/api/settings/retention.finished_after",
+        json={"value": CANARY},
+        headers=api.headers(Role.ADMIN),
+    )
+    assert setting.status_code in (400, 422) and CANARY not in setting.text
+
+
+async def test_schedule_names_are_plain(api: Api) -> None:
+    for name in ("a/b", "../x", "evil\nERROR forged line", " padded", "\u202ertl"):
+        answer = await api.client.post(
+            "/api/schedules",
+            json={"name": name, "task": "tests.echo", "cron": "0 3 * * *"},
+            headers=api.headers(Role.ADMIN),
+        )
+        assert answer.status_code in (400, 422), (name, answer.text)
+        assert answer.json()["field"] == "name"
+    long = await api.client.get("/api/schedules/" + "n" * 10_000, headers=api.headers(Role.VIEWER))
+    assert problem(long, 404) and len(long.text) < 1000
+
+
+async def test_no_redirect_names_the_client_s_host(api: Api) -> None:
+    answer = await api.client.get(
+        "/api/jobs/", headers=api.headers(Role.VIEWER) | {"Host": "evil.example"}
+    )
+    assert answer.status_code == 404
+    assert "location" not in answer.headers
+
+
+async def test_a_right_login_the_database_failed_is_not_counted(
+    api: Api, sql: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The password was right and the database failed while the session was being stored:
+    the attempt is forgiven once the database answers, not left to count as a failure."""
+    auth = api.auth
+    real = auth._q
+    failures = {"user_login_succeeded": 1}
+
+    async def flaky(conn: Any, statement: str, /, **params: Any) -> Any:
+        if failures.get(statement):
+            failures[statement] -= 1
+            raise psycopg.OperationalError("the connection was lost")
+        return await real(conn, statement, **params)
+
+    monkeypatch.setattr(auth, "_q", flaky)
+    with pytest.raises(psycopg.OperationalError):
+        await auth.login(email(Role.VIEWER), PASSWORD, "192.0.2.9")
+    await asyncio.wait_for(asyncio.gather(*auth._settling), 60)
+    [(left,)] = sql.execute("SELECT count(*) FROM login_failures").fetchall()
+    assert left == 0  # forgiven (deleted), not left to count after a minute

@@ -37,6 +37,7 @@ def create_api(
     """The API of ``app``: every route authorised by the route table, errors as problems."""
     api = FastAPI(
         title="tickwork",
+        redirect_slashes=False,  # a redirect would name the Host header the client sent
         version=_version(),
         summary="PostgreSQL-native background work: jobs, schedules and their control plane.",
         openapi_url="/api/openapi.json",
@@ -54,6 +55,7 @@ def create_api(
         Gate,
         max_body_bytes=app.settings.api.max_body_bytes,
         public=[route for route, role in ROUTE_ROLES.items() if role is PUBLIC],
+        check_token=auth.check_bearer,
     )
     schema = api.openapi()
     schema["components"]["schemas"]["Problem"] = Problem.model_json_schema(

@@ -1,48 +1,69 @@
-"""The API's front door, before any route code: request bodies are bounded (413) and a body
-sent to a route that needs a token, without one, is refused (401) before it is read.
+"""The API's front door, before any route code: request bodies are bounded (413), and a body
+sent to a route that needs a token without a valid one is refused (401) before it is read.
 
-A route's body is read here in full (it is at most ``api.max_body_bytes``) and handed on, so
-nothing later can be made to read or parse more. Requests without a body pass untouched.
+A route's body is read here in full (at most ``api.max_body_bytes``; at most
+:data:`PUBLIC_BODY_BYTES` for the routes that take no token, whose bodies are a few fields)
+and handed on, so nothing later can be made to read or parse more. The bodies being read at
+any moment hold at most ``budget`` bytes in all: past it a request is answered 503 at once,
+so many slow or stalled uploads cannot fill the process's memory. A bearer token is checked
+here as far as it can be without the database (an access token's signature and claims);
+requests without a body pass untouched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tickwork.api.problems import problem
+from tickwork.errors import AuthError
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+PUBLIC_BODY_BYTES = 64 * 1024
+"""Largest body of a route that takes no token (login, refresh, logout, accepting an invite)."""
+BODY_BUDGET_BYTES = 64 * 1024 * 1024
+"""Bytes of request bodies the process holds while reading them, all requests together."""
 
 
 class Gate:
     """ASGI middleware: body size limit and the anonymous-body check."""
 
     def __init__(
-        self, app: ASGIApp, *, max_body_bytes: int, public: Collection[tuple[str, str]]
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        public: Collection[tuple[str, str]],
+        check_token: Callable[[str], object],
+        budget: int = BODY_BUDGET_BYTES,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.public = frozenset(public)
         """(method, path) of the routes that take no token (their paths have no parameters)."""
+        self.check_token = check_token
+        """Raises :class:`AuthError` for a token that cannot be good (no database asked)."""
+        self.budget = budget
+        self.reading = 0
+        """Bytes of bodies being read right now."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
             await self.app(scope, receive, send)
             return
         headers = {k.lower(): v for k, v in scope["headers"]}
+        public = (scope["method"], scope["path"]) in self.public
+        limit = min(self.max_body_bytes, PUBLIC_BODY_BYTES) if public else self.max_body_bytes
         length = headers.get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
-            await self._too_large(scope, receive, send)
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            await self._too_large(scope, receive, send, limit)
             return
-        if (scope["method"], scope["path"]) not in self.public and not _has_bearer(
-            headers.get(b"authorization", b"")
-        ):
+        if not public and not self._token_may_be_good(headers.get(b"authorization", b"")):
             response = problem(
                 401,
                 "Not authenticated",
-                "a bearer token is required",
+                "a valid bearer token is required",
                 headers={"WWW-Authenticate": "Bearer"},
             )
             await response(scope, receive, send)
@@ -50,17 +71,29 @@ class Gate:
         chunks: list[bytes] = []
         size = 0
         more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                await self._too_large(scope, receive, send)
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
+        try:
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                self.reading += len(chunk)
+                if size > limit:
+                    await self._too_large(scope, receive, send, limit)
+                    return
+                if self.reading > self.budget:
+                    await problem(
+                        503,
+                        "Too many requests being read",
+                        "the server is reading too many request bodies at once; retry shortly",
+                        headers={"Retry-After": "1", "Connection": "close"},
+                    )(scope, receive, send)
+                    return
+                chunks.append(chunk)
+                more = message.get("more_body", False)
+        finally:
+            self.reading -= size
         body = b"".join(chunks)
         replayed = False
 
@@ -73,16 +106,22 @@ class Gate:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def _token_may_be_good(self, authorization: bytes) -> bool:
+        scheme, _, token = authorization.partition(b" ")
+        text = token.strip().decode("latin-1")
+        if scheme.lower() != b"bearer" or not text:
+            return False
+        try:
+            self.check_token(text)
+        except AuthError:
+            return False
+        return True
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         response = problem(
             413,
             "Request body too large",
-            f"a request body may be at most {self.max_body_bytes:,} bytes",
+            f"this request's body may be at most {limit:,} bytes",
             headers={"Connection": "close"},
         )
         await response(scope, receive, send)
-
-
-def _has_bearer(authorization: bytes) -> bool:
-    scheme, _, token = authorization.partition(b" ")
-    return scheme.lower() == b"bearer" and bool(token.strip())

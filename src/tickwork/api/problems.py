@@ -169,9 +169,10 @@ def install(api: FastAPI) -> None:
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0]
+        unknown = first.get("type") == "extra_forbidden"  # a field of any name: never echoed
         where = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path"))
         value = first.get("input")
-        if isinstance(value, dict | list) or value is None or not where:
+        if isinstance(value, dict | list) or value is None or not where or unknown:
             shown = ""  # a whole body (of any content type) is never echoed: it may hold secrets
         elif any(word in where.lower() for word in REDACTED):
             shown = " (<redacted>)"

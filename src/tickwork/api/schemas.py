@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import enum
+import functools
+import json
+import typing
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -52,9 +55,15 @@ class Request(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _shallow(cls, value: Any) -> Any:
-        # before pydantic or the check below walk it: a value too deep is refused unread
-        if isinstance(value, dict | list) and too_deep(value):
+    def _shallow(cls, value: Any, info: ValidationInfo) -> Any:
+        # Before pydantic or the check below walk it: a value too deep is refused unread. A
+        # field that takes no containers is left to pydantic, which refuses one at once
+        # (walking a megabyte of lists sent as a password would cost the event loop).
+        if (
+            isinstance(value, dict | list)
+            and _takes_containers(cls, info.field_name)
+            and too_deep(value)
+        ):
             raise PydanticCustomError(
                 "too_deep", f"is nested deeper than {MAX_JSON_DEPTH} levels (the limit)"
             )
@@ -63,6 +72,8 @@ class Request(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _storable(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, dict | list) and _plainly_storable(value):
+            return value  # the common case, decided at C speed without a walk
         field = info.field_name or "body"
         found = unstorable(value, field)
         if found is not None:  # names the place, not the value: it may be a password
@@ -70,6 +81,37 @@ class Request(BaseModel):
             message = reason if where == field else f"{where} {reason}"
             raise PydanticCustomError("unstorable", message)
         return value
+
+
+@functools.cache
+def _container_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields of ``model`` whose type admits a mapping or a list."""
+
+    def admits(annotation: Any) -> bool:
+        if annotation is Any:
+            return True
+        origin = typing.get_origin(annotation)
+        if origin in (dict, list, tuple) or annotation in (dict, list, tuple):
+            return True
+        return any(admits(arg) for arg in typing.get_args(annotation))
+
+    return frozenset(n for n, f in model.model_fields.items() if admits(f.annotation))
+
+
+def _takes_containers(model: type[BaseModel], field: str | None) -> bool:
+    return field is None or field in _container_fields(model)
+
+
+def _plainly_storable(value: dict[str, Any] | list[Any]) -> bool:
+    """True when no text in ``value`` holds a NUL or a lone surrogate (from its JSON text:
+    NUL is escaped there, a lone surrogate is kept and cannot be encoded). False means
+    look closer, naming the place."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return "\\u0000" not in text
 
 
 class Problem(Model):

@@ -60,6 +60,7 @@ from tickwork.db.statements import Statements
 from tickwork.errors import (
     AuthError,
     ConflictError,
+    DatabaseError,
     IncorrectPassword,
     InvalidInput,
     LoginThrottled,
@@ -123,6 +124,7 @@ class AuthService:
         self._key: str | None = None
         self._turns = Turns()  # password attempts on one account or address, one at a time
         self._sessions = SessionCache()
+        self._settling: set[asyncio.Task[None]] = set()  # attempts to forgive when it is back
         self.listening = asyncio.Event()
         """Set while :meth:`watch_sessions` listens for other processes' revocations."""
 
@@ -394,14 +396,36 @@ class AuthService:
         self._require_started()  # before any state changes
         email = email.strip() if isinstance(email, str) else ""
         reserved = await self._reserve_attempt(email, address)
+        proved: list[bool] = []  # set once the password proved right
         try:
-            return await self._login_reserved(email, password, address, reserved)
+            return await self._login_reserved(email, password, address, reserved, proved)
         except AuthError:
             await self._settle_attempt(reserved, failed=True)
             raise
+        except Exception:
+            if proved:  # the right password, and then the database failed: not a guess
+                self._settle_later(reserved)
+            raise
+
+    def _settle_later(self, reserved: int) -> None:
+        """Forgive a reserved attempt once the database answers again (for as long as an
+        unsettled check is given, after which it would count as a failure anyway)."""
+
+        async def forgive() -> None:
+            deadline = asyncio.get_running_loop().time() + LOGIN_CHECK_TIMEOUT
+            while asyncio.get_running_loop().time() < deadline:
+                try:
+                    await self._settle_attempt(reserved, failed=False)
+                    return
+                except (psycopg.Error, DatabaseError):
+                    await asyncio.sleep(SESSION_WATCH_RECONNECT)
+
+        task = asyncio.get_running_loop().create_task(forgive())
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
 
     async def _login_reserved(
-        self, email: str, password: str, address: str, reserved: int
+        self, email: str, password: str, address: str, reserved: int, proved: list[bool]
     ) -> TokenPair:
         async with self.pool.connection() as conn:
             found = await self._q(conn, "user_get_by_email", email=email)
@@ -409,6 +433,8 @@ class AuthService:
         matches = await asyncio.to_thread(
             _password_matches, row["password_hash"] if row else None, password
         )
+        if row is not None and matches and not row["disabled"]:
+            proved.append(True)
         if row is None or not matches or row["disabled"]:
             reason = (
                 "unknown_email" if row is None else "wrong_password" if not matches else "disabled"
@@ -524,6 +550,13 @@ class AuthService:
         asking the database whether its session still stands (:meth:`authenticate` does);
         :class:`AuthError` otherwise."""
         return self._principal(self._claims(token))
+
+    def check_bearer(self, token: str) -> None:
+        """Refuse (:class:`AuthError`) a bearer token that cannot be good, without the
+        database: an access token whose signature or claims are wrong. An API token (by
+        its prefix) passes: only the database knows it."""
+        if not token.startswith(API_TOKEN_PREFIX):
+            self._claims(token)
 
     def _claims(self, token: str) -> AccessClaims:
         return verify_access_token(

@@ -9,9 +9,10 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from tickwork.config import SCHEDULE_NAME
 from tickwork.db.database import run_named
 from tickwork.db.statements import Statements
-from tickwork.errors import ConflictError, NotFoundError
+from tickwork.errors import ConflictError, NotFoundError, ScheduleError
 from tickwork.queue.enqueue import check_priority, check_queue, encode_args
 from tickwork.schedule.cron import CronSchedule
 from tickwork.schedule.scheduler import StoredSchedule
@@ -38,6 +39,13 @@ def _checked(definition: Mapping[str, Any], check_task: CheckTask) -> tuple[dict
     return params, cron
 
 
+def check_schedule_name(name: Any) -> str:
+    """A name that may stand in a URL path and a log line (:data:`SCHEDULE_NAME`)."""
+    if not isinstance(name, str) or not SCHEDULE_NAME.match(name):
+        raise ScheduleError("name", name, "must be 1-200 characters of letters, digits, _.:-")
+    return name
+
+
 async def get(pool: AsyncConnectionPool[Any], statements: Statements, name: str) -> StoredSchedule:
     """One stored schedule."""
     found = await run_named(pool, statements, "schedule_get", {"name": name})
@@ -62,6 +70,7 @@ async def create(
     actor: str,
 ) -> StoredSchedule:
     """Store a new schedule; its first fire time is the first after the database's now."""
+    check_schedule_name(definition["name"])
     params, cron = _checked(definition, check_task)
     now = (await run_named(pool, statements, "schedule_now", {}))[0]["now"]
     params |= {"name": definition["name"], "next_run_at": cron.next_after(now), "actor": actor}
