@@ -1,9 +1,8 @@
-"""The REST API on real PostgreSQL: the role matrix over every route, problem details,
-jobs, queues, schedules, users, invites, settings, variables, metrics."""
+"""The REST API on real PostgreSQL: the route table, problem details, jobs, queues,
+schedules, users, invites, settings, variables, metrics."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,16 +15,6 @@ from tickwork.auth import Role
 
 from .api_support import BASE_URL, PASSWORD, Api, email, start_api
 
-PATH_VALUES = {
-    "job_id": "987654321",
-    "name": "no-such-thing",
-    "user_id": "987654321",
-    "invite_id": "987654321",
-    "token_id": "987654321",
-    "key": "no.such.setting",
-    "signal_id": "987654321",
-}
-
 
 @pytest.fixture
 async def api(app: App) -> AsyncIterator[Api]:
@@ -35,10 +24,6 @@ async def api(app: App) -> AsyncIterator[Api]:
 
     async for found in start_api(app):
         yield found
-
-
-def concrete(path: str) -> str:
-    return re.sub(r"\{(\w+)\}", lambda m: PATH_VALUES[m.group(1)], path)
 
 
 def problem(answer: Any, status: int) -> dict[str, Any]:
@@ -56,29 +41,8 @@ def test_every_route_is_in_the_role_table(api: Api) -> None:
     assert api_routes(api.api) == set(ROUTE_ROLES)
 
 
-async def test_role_matrix(api: Api) -> None:
-    """Every route x {anonymous, VIEWER, OPERATOR, ADMIN} answers as the table says: 401 for
-    anonymous on a guarded route, 403 below the route's role, and never 401/403 at or above
-    (public routes may answer 401 for bad credentials, never 403 for a role)."""
-    wrong: list[str] = []
-    for (method, path), needed in sorted(ROUTE_ROLES.items()):
-        for role in (None, *Role):
-            body = None if method in ("GET", "DELETE") else {}
-            answer = await api.client.request(
-                method, concrete(path), json=body, headers=api.headers(role)
-            )
-            status = answer.status_code
-            if needed is None:
-                ok = status < 500 and status != 403 and (status != 401 or "/auth/" in path)
-            elif role is None:
-                ok = status == 401
-            elif role < needed:
-                ok = status == 403 and f"needs role {needed.name}" in answer.json()["detail"]
-            else:
-                ok = status < 500 and status not in (401, 403)
-            if not ok:
-                wrong.append(f"{method} {path} as {role}: {status} {answer.text[:120]}")
-    assert not wrong, "\n".join(wrong)
+# The role matrix over every route is in test_security_figures.py (sessions and API
+# tokens of every role, generated from ROUTE_ROLES).
 
 
 async def test_forged_tokens_are_refused(api: Api) -> None:
