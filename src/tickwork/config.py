@@ -100,9 +100,10 @@ SECRET_FIELDS = ("database_url", "secret", "password")
 
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}\Z")
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}\Z")
-SCHEDULE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,200}\Z")
+SCHEDULE_NAME = re.compile(r"^[\w.:<>@+-]{1,200}\Z")
 """A schedule's name: it stands in URL paths and log lines, so no slashes, spaces or
-control characters."""
+control characters (letters, digits and ``_.:<>@+-``: a task's default name, such as
+``app.jobs.<locals>.report``, fits)."""
 
 
 MAX_SECONDS = 100 * 365 * 86400.0

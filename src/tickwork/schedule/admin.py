@@ -42,7 +42,9 @@ def _checked(definition: Mapping[str, Any], check_task: CheckTask) -> tuple[dict
 def check_schedule_name(name: Any) -> str:
     """A name that may stand in a URL path and a log line (:data:`SCHEDULE_NAME`)."""
     if not isinstance(name, str) or not SCHEDULE_NAME.match(name):
-        raise ScheduleError("name", name, "must be 1-200 characters of letters, digits, _.:-")
+        raise ScheduleError(
+            "name", name, "must be 1-200 characters of letters, digits and _.:<>@+- (no spaces)"
+        )
     return name
 
 
