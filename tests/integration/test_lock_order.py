@@ -35,14 +35,17 @@ def waiting_for_a_lock(url: str, pid: int) -> None:
     raise AssertionError(f"backend {pid} never waited for a lock")
 
 
-def lock_waiters_reach(url: str, count: int) -> None:
-    """Return once ``count`` backends of this database wait for a lock."""
+def lock_waiters_reach(url: str, schema: str, count: int) -> None:
+    """Return once ``count`` backends wait for a lock in a statement on ``schema`` (a test
+    run beside this one, on another schema of the same database, has waiters of its own)."""
     deadline = time.monotonic() + HANG_GUARD
     with psycopg.connect(url, autocommit=True) as watch:
         while time.monotonic() < deadline:
             row = watch.execute(
                 "SELECT count(*) FROM pg_stat_activity"
                 " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                " AND strpos(query, %s) > 0",
+                [f"{schema}."],
             ).fetchone()
             if row is not None and row[0] >= count:
                 return
@@ -206,9 +209,9 @@ async def aborted_once_in_a_cycle(
     with sql.transaction():
         sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [first])
         task = asyncio.create_task(victim)
-        await asyncio.to_thread(lock_waiters_reach, url, 1)  # the victim, on first
+        await asyncio.to_thread(lock_waiters_reach, url, schema, 1)  # the victim, on first
         other = Blocked(url, rival)  # holds second, waits for first
-        await asyncio.to_thread(lock_waiters_reach, url, 2)
+        await asyncio.to_thread(lock_waiters_reach, url, schema, 2)
     # first goes to the victim, which then waits for second: a cycle
     result = await asyncio.wait_for(task, HANG_GUARD)
     await asyncio.to_thread(other.join)
