@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import psycopg.sql
 import pytest
 
 from tickwork import App, JobState
@@ -188,6 +189,21 @@ async def test_a_result_too_deep_to_serve_fails_the_attempt(app: App, background
     assert "deeper than" in stored.error.message
 
 
+async def test_a_text_result_over_the_size_limit_fails_the_attempt(
+    app: App, background: Any
+) -> None:
+    @app.task(name="tests.big_result", max_attempts=1)
+    def big_result() -> str:
+        return "x" * (MAX_JSON_BYTES + 1)
+
+    job = app.enqueue("tests.big_result")
+    async with background(app) as (_, outcomes):
+        await outcomes.for_job(job.id)
+    stored = app.get_job(job.id)
+    assert stored.state is JobState.DEAD_LETTER and stored.result is None
+    assert stored.error is not None and "bytes of JSON" in stored.error.message
+
+
 async def test_a_huge_error_message_is_cut_when_stored(app: App, background: Any) -> None:
     @app.task(name="tests.loud", max_attempts=1)
     def loud() -> None:
@@ -289,6 +305,11 @@ async def test_another_process_hears_of_a_revocation_at_once(app: App) -> None:
     watching = asyncio.create_task(there.watch_sessions(stop))
     try:
         await asyncio.wait_for(there.listening.wait(), 60)
+        channel = app.db.statements.channel("sessions")
+        async with pool.connection() as conn:  # a payload not of ours does not stop it
+            await conn.execute(
+                psycopg.sql.SQL("NOTIFY {}, '\u00b2'").format(psycopg.sql.Identifier(channel))
+            )
         user = await here.create_user("e@example.com", PASSWORD, Role.OPERATOR)
         await here.create_user("keeper@example.com", PASSWORD, Role.ADMIN)
         pair = await here.login("e@example.com", PASSWORD, "192.0.2.1")

@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI
 
 from tickwork.api import identity, jobs, schedules, system
 from tickwork.api import signals as signal_routes
-from tickwork.api.gate import Gate
+from tickwork.api.gate import BODY_BUDGET_BYTES, Gate
 from tickwork.api.inputs import refuse_unstorable_parameters
 from tickwork.api.problems import RESPONSES, install
 from tickwork.api.schemas import Problem
@@ -56,6 +56,7 @@ def create_api(
         max_body_bytes=app.settings.api.max_body_bytes,
         public=[route for route, role in ROUTE_ROLES.items() if role is PUBLIC],
         check_token=auth.check_bearer,
+        budget=max(BODY_BUDGET_BYTES, app.settings.api.max_body_bytes),  # one body fits
     )
     schema = api.openapi()
     schema["components"]["schemas"]["Problem"] = Problem.model_json_schema(

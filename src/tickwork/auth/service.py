@@ -633,10 +633,14 @@ class AuthService:
                     self.listening.set()
                     while not stop.is_set():
                         async for note in conn.notifies(timeout=SESSION_WATCH_POLL):
-                            if note.payload.isdigit():
+                            if note.payload.isascii() and note.payload.isdigit():
                                 self._sessions.forget(int(note.payload))
+                            else:  # not one of ours: forget everything, to be safe
+                                self._sessions.clear()
             except (psycopg.Error, OSError) as exc:
                 log.warning("session watch connection lost", extra={"error": str(exc)})
+            except Exception:  # this loop must outlive anything: serve stops when it ends
+                log.exception("session watch failed; starting it again")
             self.listening.clear()
             self._sessions.clear()
             with contextlib.suppress(TimeoutError):

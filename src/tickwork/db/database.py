@@ -109,17 +109,22 @@ def _log_deadlock(operation: str, attempt: int) -> None:
     )
 
 
+UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+"""Server-reported states that mean "not now" rather than "not this": shutting down, crash
+shutdown, cannot connect now, too many connections (and every connection exception, 08)."""
+
+
 def unavailable(exc: BaseException) -> bool:
     """True for driver errors that mean the database is out of reach (no connection within
-    the wait, a refused or lost connection, a server shutting down), not a refused statement."""
-    return isinstance(
-        exc,
-        PoolTimeout
-        | psycopg.OperationalError
-        | psycopg.InterfaceError
-        | psycopg.errors.AdminShutdown
-        | psycopg.errors.CannotConnectNow,
-    ) and not isinstance(exc, psycopg.errors.QueryCanceled | psycopg.errors.LockNotAvailable)
+    the wait, a refused or lost connection, a server shutting down), not a statement the
+    server refused (a deadlock, a serialization failure, a full disk: those have a state of
+    their own)."""
+    if isinstance(exc, PoolTimeout):
+        return True
+    if not isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in UNAVAILABLE_STATES
 
 
 def database_error(exc: psycopg.Error) -> DatabaseError:
@@ -140,7 +145,9 @@ def enqueue_error(exc: psycopg.Error, *, committing: bool) -> DatabaseError:
     translated = database_error(exc)
     if not isinstance(translated, DatabaseUnavailable):
         return translated
-    stored = None if committing and not isinstance(exc, PoolTimeout) else False
+    # no connection was had (the pool's wait, too many connections): nothing was sent
+    refused = isinstance(exc, PoolTimeout) or exc.sqlstate == "53300"
+    stored = None if committing and not refused else False
     return EnqueueFailed(stored, _first_line(exc))
 
 

@@ -38,7 +38,7 @@ from tickwork import metrics
 from tickwork.config import WorkerSettings, describe
 from tickwork.db.database import POOL_RECONNECT_TIMEOUT, Row, fetch_async, fetch_tuples_async
 from tickwork.errors import ConfigError, JobCancelled
-from tickwork.limits import cut, json_refusal
+from tickwork.limits import MAX_JSON_BYTES, cut, json_refusal
 from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
 from tickwork.queue.retention import Retention
@@ -59,12 +59,12 @@ _T = TypeVar("_T")
 COMPLETE_RETRY_FIRST_DELAY = 0.1
 """First pause before retrying an outcome write the database refused (doubles each time)."""
 RECONNECT_MAX_DELAY = 5.0
+"""Longest pause between attempts to re-open the listen connection."""
 POOL_WAIT = 5.0
 """Seconds a claim or an outcome write waits for a pooled connection before it fails (and
 is tried again). A pool that gave up reconnecting during an outage connects again only when
 asked anew: a claim still waiting from before would otherwise wait out psycopg_pool's 30 s
 default after the database is back (measured: 26 s from restore to the next finished job)."""
-"""Longest pause between attempts to re-open the listen connection."""
 SHUTDOWN_SETTLE_TIMEOUT = 2.0
 """After the grace period, how long interrupted attempts get to unwind before release."""
 CLAIMS_IN_FLIGHT = 2
@@ -891,7 +891,9 @@ def _plainly_json(value: Any) -> bool:
     if value is None or value is True or value is False:
         return True
     kind = type(value)
-    return kind is str or kind is int or (kind is float and math.isfinite(value))
+    if kind is str:  # short enough that no escaping takes it past the limit
+        return len(value) <= MAX_JSON_BYTES // 6
+    return kind is int or (kind is float and math.isfinite(value))
 
 
 def _error(exc: BaseException) -> ErrorInfo:
