@@ -156,11 +156,7 @@ def install(api: FastAPI) -> None:
     async def driver_error(request: Request, exc: Exception) -> JSONResponse:
         # a statement run without the translation of db/ (the storage seam translates most)
         assert isinstance(exc, psycopg.Error)
-        translated = database_error(exc)
-        if isinstance(translated, DatabaseUnavailable):
-            _check_pool(request)
-            translated = _before_enqueue(request, translated)
-        return _for(translated)
+        return await tickwork_error(request, database_error(exc))
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error in a request", exc_info=exc)

@@ -84,6 +84,8 @@ password checks are still running: they may yet prove right and not count."""
 LOGIN_CHECK_TIMEOUT = 60.0
 """A password check not settled after this long died with its process: it counts as a
 failure (a check takes well under a second)."""
+LOGIN_SETTLE_RETRY = 1.0
+"""Seconds between tries to forgive a right login the database failed to record."""
 SESSION_WATCH_POLL = 1.0
 """Seconds between looks at the stop event while waiting for notifications."""
 SESSION_WATCH_RECONNECT = 1.0
@@ -318,9 +320,9 @@ class AuthService:
         self, user_id: int, old: str, new: str, *, address: str = LOCAL_ADDRESS
     ) -> None:
         """Change a password, given the current one (:class:`IncorrectPassword` when it is
-        wrong), and end every session of the user. A wrong current password counts as a failed login
-        of the account (and of ``address``), so guesses are throttled like logins
-        (:class:`LoginThrottled`)."""
+        wrong), and end every session of the user. A wrong current password counts as a
+        failed login of the account (and of ``address``), so guesses are throttled like
+        logins (:class:`LoginThrottled`)."""
         check_password_policy(new)
         async with self.pool.connection() as conn:
             row = await self._user_row(conn, user_id)
@@ -418,7 +420,7 @@ class AuthService:
                     await self._settle_attempt(reserved, failed=False)
                     return
                 except (psycopg.Error, DatabaseError):
-                    await asyncio.sleep(SESSION_WATCH_RECONNECT)
+                    await asyncio.sleep(LOGIN_SETTLE_RETRY)
 
         task = asyncio.get_running_loop().create_task(forgive())
         self._settling.add(task)
