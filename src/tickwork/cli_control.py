@@ -396,6 +396,11 @@ def queues_list(as_json: JsonOption = False, app: AppOption = None) -> None:
             for q in stats
         ),
     )
+    for q in stats:
+        for u in q.unserved:
+            typer.echo(
+                f"{u.jobs:,} jobs of task {u.task} wait in queue {q.name}: no live worker knows it"
+            )
 
 
 def _set_paused(app: str | None, name: str, paused: bool) -> None:

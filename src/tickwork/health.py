@@ -11,6 +11,7 @@ import psycopg
 
 from tickwork.db.database import fetch
 from tickwork.db.statements import Statements
+from tickwork.queue.admin import WORKER_STALE_AFTER
 
 DEFAULT_XMIN_WARNING_SECONDS = 300.0
 """An open transaction older than this is reported as a warning."""
@@ -112,6 +113,12 @@ def check(
             f"schema {statements.schema!r} holds no tables: tickwork is not set up in this"
             " database yet (run `tickwork migrate`), or the app is configured with another schema"
         )
+    else:
+        for u in fetch(conn, statements["queue_unserved"], {"stale_after": WORKER_STALE_AFTER}):
+            warnings.append(
+                f"{u['jobs']:,} jobs of task {u['task']} wait in queue {u['queue']}: no live"
+                " worker knows the task (start a worker whose app defines it, or cancel them)"
+            )
     if not fetch(conn, statements["health_autovacuum"], {})[0]["autovacuum"]:
         warnings.append(
             "the server's autovacuum is off: dead rows are reclaimed only by tickwork's retention"

@@ -18,6 +18,7 @@ from tickwork import (
     JobState,
     JobStateError,
 )
+from tickwork.queue import admin
 
 HANG_GUARD = 60.0  # a sync handler's own guard against hanging a broken test
 
@@ -306,7 +307,11 @@ async def test_unserialisable_result_fails_the_attempt(app: App) -> None:
     assert done.error is not None and done.error.type == "tickwork.ResultNotSerialisable"
 
 
-async def test_job_of_a_task_this_worker_lacks_fails_visibly(
+async def queue_stats(app: App) -> list[admin.QueueStats]:
+    return await admin.queue_stats(await app.db.async_pool(), app.db.statements)
+
+
+async def test_a_worker_never_claims_a_task_it_lacks_the_job_waits_for_one_that_has_it(
     app: App, database_url: str, schema: str
 ) -> None:
     @app.task(name="only.in.producer", max_attempts=1)
@@ -314,13 +319,59 @@ async def test_job_of_a_task_this_worker_lacks_fails_visibly(
         pass
 
     job = producer_side.defer()
-    consumer = App(database_url=database_url, schema=schema)
-    async with consumer.worker() as worker:
-        await worker.run_once()
-    await consumer.db.aclose()
-    done = app.get_job(job.id)
-    assert done.state is JobState.DEAD_LETTER
-    assert done.error is not None and done.error.type == "tickwork.UnknownTask"
+    consumer = App(database_url=database_url, schema=schema)  # shares the queue, not the task
+    try:
+        async with consumer.worker() as worker:
+            assert (await worker.run_once()).outcomes == []
+            stats = {q.name: q for q in await queue_stats(consumer)}
+    finally:
+        await consumer.db.aclose()
+    waiting = app.get_job(job.id)
+    assert waiting.state is JobState.PENDING and waiting.attempts == 0
+    assert [(u.task, u.jobs) for u in stats["default"].unserved] == [("only.in.producer", 1)]
+    assert any("only.in.producer" in w for w in app.health().warnings)
+
+    async with app.worker() as worker:  # a worker that has the task runs it
+        assert [o.execution_state for o in (await worker.run_once()).outcomes] == [
+            ExecutionState.SUCCEEDED
+        ]
+        assert worker.task_names == ["only.in.producer"]
+        assert [q.unserved for q in await queue_stats(app)] == [[]]
+    assert not any("only.in.producer" in w for w in app.health().warnings)
+
+
+async def test_the_claim_merges_its_tasks_in_priority_then_age_order_past_foreign_jobs(
+    app: App, database_url: str, schema: str
+) -> None:
+    order: list[str] = []
+
+    @app.task(name="a")
+    def a(label: str) -> None:
+        order.append(label)
+
+    @app.task(name="b")
+    def b(label: str) -> None:
+        order.append(label)
+
+    foreign = App(database_url=database_url, schema=schema)
+
+    @foreign.task(name="elsewhere")
+    def elsewhere(label: str) -> None:
+        pass
+
+    try:
+        for n in range(5):  # the most urgent jobs belong to a task this worker lacks
+            foreign.enqueue("elsewhere", {"label": f"x{n}"}, priority=100)
+    finally:
+        foreign.close()
+    app.enqueue("a", {"label": "a-low"}, priority=-1)
+    app.enqueue("b", {"label": "b-high"}, priority=5)
+    app.enqueue("a", {"label": "a-mid-old"}, priority=1)
+    app.enqueue("b", {"label": "b-mid-new"}, priority=1)
+    async with app.worker(concurrency=1) as worker:
+        for _ in range(5):
+            await worker.run_once()
+    assert order == ["b-high", "a-mid-old", "b-mid-new", "a-low"]
 
 
 async def test_claim_order_priority_then_age_and_run_at(app: App) -> None:

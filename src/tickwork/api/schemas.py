@@ -209,6 +209,12 @@ class BulkOut(Model):
     changed: list[int]
 
 
+class UnservedOut(Model):
+    task: str
+    jobs: int
+    oldest_seconds: float
+
+
 class QueueOut(Model):
     name: str
     paused: bool
@@ -220,6 +226,11 @@ class QueueOut(Model):
     dead_letter: int
     oldest_pending_seconds: float | None
     finished_last_5_minutes: int
+    unserved: list[UnservedOut] = Field(
+        default_factory=list,
+        description="Tasks with jobs waiting here that no live worker knows: they wait until "
+        "a worker that has the task starts.",
+    )
 
 
 class WorkerOut(Model):
@@ -227,6 +238,7 @@ class WorkerOut(Model):
     host: str
     pid: int
     queues: list[str]
+    tasks: list[str]
     concurrency: int
     in_flight: int
     started_at: datetime

@@ -9,7 +9,7 @@ is an :class:`~tickwork.errors.InvalidInput` naming the field, never an unfilter
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
@@ -117,6 +117,19 @@ class QueueStats:
     oldest_pending_seconds: float | None
     """Age of the oldest runnable job (None when nothing is waiting)."""
     finished_last_5_minutes: int
+    unserved: list[UnservedTask] = field(default_factory=list)
+    """Tasks with waiting jobs here that no live worker knows: they wait until one starts."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnservedTask:
+    """Jobs of one task waiting in a queue that no live worker claims (none has the task)."""
+
+    task: str
+    jobs: int
+    """Jobs waiting (PENDING, or FAILED awaiting a retry)."""
+    oldest_seconds: float
+    """How long the oldest of them has been due (0 when none is due yet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +140,8 @@ class WorkerInfo:
     host: str
     pid: int
     queues: list[str]
+    tasks: list[str]
+    """Tasks its executor claims (jobs of other tasks wait for a worker that has them)."""
     concurrency: int
     in_flight: int
     started_at: datetime
@@ -276,6 +291,13 @@ async def executions(
 async def queue_stats(pool: AsyncConnectionPool[Any], statements: Statements) -> list[QueueStats]:
     """Every queue that holds jobs or has a stored pause state."""
     found = await run_named(pool, statements, "queue_stats", {"window": THROUGHPUT_WINDOW})
+    unserved: dict[str, list[UnservedTask]] = {}
+    for u in await run_named(
+        pool, statements, "queue_unserved", {"stale_after": WORKER_STALE_AFTER}
+    ):
+        unserved.setdefault(u["queue"], []).append(
+            UnservedTask(u["task"], u["jobs"], u["oldest_seconds"])
+        )
     return [
         QueueStats(
             name=r["name"],
@@ -290,6 +312,7 @@ async def queue_stats(pool: AsyncConnectionPool[Any], statements: Statements) ->
             if r["oldest_pending_seconds"] is None
             else float(r["oldest_pending_seconds"]),
             finished_last_5_minutes=r["finished_recently"],
+            unserved=unserved.get(r["name"], []),
         )
         for r in found
     ]
@@ -314,6 +337,7 @@ async def list_workers(pool: AsyncConnectionPool[Any], statements: Statements) -
             host=r["host"],
             pid=r["pid"],
             queues=list(r["queues"]),
+            tasks=list(r["tasks"]),
             concurrency=r["concurrency"],
             in_flight=r["in_flight"],
             started_at=r["started_at"],

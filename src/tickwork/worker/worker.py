@@ -212,6 +212,12 @@ class Worker:
         return self.settings.concurrency
 
     @property
+    def task_names(self) -> list[str]:
+        """Tasks this worker claims: those registered in its App (none without an executor).
+        Jobs of other tasks wait for a worker that has them."""
+        return sorted(self.app.tasks) if self.run_executor else []
+
+    @property
     def in_flight(self) -> int:
         """Attempts running now."""
         return len(self._inflight)
@@ -272,6 +278,7 @@ class Worker:
                 "pid": os.getpid(),
                 "queues": self.queues,
                 "concurrency": self.concurrency,
+                "tasks": self.task_names,
             },
         )
         log.info(
@@ -431,6 +438,7 @@ class Worker:
         assert self._claim_pool is not None, "worker is not open"
         params: dict[str, Any] = {
             "queues": self.queues,
+            "tasks": list(self.app.tasks),
             "limit": limit,
             "worker_id": self.id,
             "lease_ttl": self.settings.lease_ttl,
@@ -661,7 +669,7 @@ class Worker:
 
     async def renew_leases(self) -> None:
         """Extend the leases of every in-flight attempt; react to cancels and lost leases."""
-        await self._execute("worker_heartbeat", {"id": self.id})
+        await self._execute("worker_heartbeat", {"id": self.id, "tasks": self.task_names})
         ids = list(self._inflight)
         if not ids:
             return

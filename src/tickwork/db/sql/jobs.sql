@@ -81,14 +81,17 @@ FROM {schema}.jobs j
 WHERE j.id = %(job_id)s;
 
 -- name: job_claim
--- Claim up to %(limit)s runnable jobs of the worker's queues, highest priority then oldest
--- first, and start one execution per job with a lease on the database clock. SKIP LOCKED lets
--- any number of claimers run at once: a row another claimer holds is skipped, never waited
--- for. Only the jobs table is locked by the scan (no join), the new executions cannot be held
--- by anyone else yet, so this does not break the execution-then-job lock order.
--- One index range per queue (LATERAL), read in claim order from jobs_runnable_idx; across
--- several queues the best of each are merged. Rows a queue locks beyond the final LIMIT are
--- released when this statement's transaction commits, a moment later.
+-- Claim up to %(limit)s runnable jobs of the worker's queues and tasks, highest priority then
+-- oldest first, and start one execution per job with a lease on the database clock. SKIP
+-- LOCKED lets any number of claimers run at once: a row another claimer holds is skipped,
+-- never waited for. Only the jobs table is locked by the scan (no join), the new executions
+-- cannot be held by anyone else yet, so this does not break the execution-then-job lock order.
+-- Only the tasks in %(tasks)s are claimed: a job of a task this worker does not have waits for
+-- a worker that has it, instead of spending an attempt here.
+-- One index range per (queue, task) pair (LATERAL), read in claim order from
+-- jobs_runnable_idx, so jobs of other tasks in front are never read; the best of each range
+-- are merged. Rows a range locks beyond the final LIMIT are released when this statement's
+-- transaction commits, a moment later.
 WITH next AS (
     SELECT c.id
     FROM (
@@ -96,10 +99,12 @@ WITH next AS (
         WHERE NOT EXISTS (  -- a paused queue is not claimed from (nor are its rows locked)
             SELECT 1 FROM {schema}.queues p WHERE p.name = u.name AND p.paused)
     ) AS q
+    CROSS JOIN unnest(%(tasks)s::text[]) AS t(name)
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at
         FROM {schema}.jobs
         WHERE queue = q.name
+          AND task = t.name
           AND state IN ('PENDING', 'FAILED')  -- FAILED here means "retry due at run_at"
           AND run_at <= now()
         ORDER BY priority DESC, run_at, id

@@ -47,3 +47,25 @@ WITH changed AS (
     SELECT pg_notify('{schema}.jobs', c.name) FROM changed c WHERE NOT c.paused
 )
 SELECT c.*, (SELECT count(*) FROM notify) AS notified FROM changed c;
+
+-- name: queue_unserved
+-- Waiting jobs (PENDING, or FAILED awaiting a retry) of a (queue, task) that no live worker
+-- claims: no worker seen within %(stale_after)s seconds has both the queue and the task.
+-- Workers claim only tasks they have, so these jobs wait until such a worker starts. Grouped
+-- first (an index-only read of jobs_runnable_idx), then matched against the few workers.
+WITH waiting AS (
+    SELECT queue, task, count(*) AS jobs, min(run_at) AS oldest_run_at
+    FROM {schema}.jobs
+    WHERE state IN ('PENDING', 'FAILED')
+    GROUP BY queue, task
+)
+SELECT w.queue, w.task, w.jobs,
+       greatest(extract(epoch FROM now() - w.oldest_run_at), 0)::float8 AS oldest_seconds
+FROM waiting w
+WHERE NOT EXISTS (
+    SELECT 1 FROM {schema}.workers k
+    WHERE k.stopped_at IS NULL
+      AND k.last_seen_at >= now() - make_interval(secs => %(stale_after)s)
+      AND w.queue = ANY(k.queues)
+      AND w.task = ANY(k.tasks))
+ORDER BY w.queue, w.task;

@@ -1,11 +1,12 @@
 -- The live worker registry: one row per worker process.
 
 -- name: worker_register
-INSERT INTO {schema}.workers (id, host, pid, queues, concurrency)
-VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s);
+-- tasks: what its executor can run (tasks registered later are added by the heartbeat).
+INSERT INTO {schema}.workers (id, host, pid, queues, concurrency, tasks)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s, %(concurrency)s, %(tasks)s);
 
 -- name: worker_heartbeat
-UPDATE {schema}.workers SET last_seen_at = now() WHERE id = %(id)s;
+UPDATE {schema}.workers SET last_seen_at = now(), tasks = %(tasks)s WHERE id = %(id)s;
 
 -- name: worker_stop
 UPDATE {schema}.workers SET stopped_at = now(), last_seen_at = now() WHERE id = %(id)s;
