@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 
@@ -16,7 +17,17 @@ class KeyValueFormatter(logging.Formatter):
         extras = {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
         if not extras:
             return base
-        return base + " " + " ".join(f"{k}={v}" for k, v in extras.items())
+        return base + " " + " ".join(f"{k}={_value(v)}" for k, v in extras.items())
+
+
+def _value(value: object) -> str:
+    """A field's value as written: quoted (JSON string syntax) when it holds spaces, quotes,
+    ``=`` or control characters, so a message can neither split into fields nor forge a
+    line of its own."""
+    text = str(value)
+    if text and text.isprintable() and not any(c in text for c in ' "=\\'):
+        return text
+    return json.dumps(text, ensure_ascii=False)
 
 
 def configure(level: str = "INFO") -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from typing import Any
 
@@ -322,3 +323,18 @@ def test_worker_options_are_validated(app: App) -> None:
         app.worker(concurrency=0)
     with pytest.raises(ConfigError, match=r"worker\.queues"):
         app.worker(queues=["bad queue!"])
+
+
+async def test_a_failed_attempt_logs_why(app: App, caplog: pytest.LogCaptureFixture) -> None:
+    @app.task(max_attempts=2)
+    def breaks(order: int) -> None:
+        raise ValueError(f"order {order} has no lines")
+
+    breaks.defer(order=42)
+    caplog.set_level(logging.WARNING, logger="tickwork.worker")
+    async with app.worker() as worker:
+        await worker.run_once()
+    (record,) = [r for r in caplog.records if r.getMessage() == "attempt finished"]
+    assert record.__dict__["outcome"] == "FAILED"
+    assert record.__dict__["error_type"] == "ValueError"
+    assert record.__dict__["error"] == "order 42 has no lines"

@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("tickwork.worker")
 _T = TypeVar("_T")
 
+LOGGED_ERROR_CHARS = 500
+"""A failed attempt's log line carries this much of its error message (the stored error, on
+the job's page, has all of it up to the storage limit)."""
 COMPLETE_RETRY_FIRST_DELAY = 0.1
 """First pause before retrying an outcome write the database refused (doubles each time)."""
 RECONNECT_MAX_DELAY = 5.0
@@ -553,19 +556,19 @@ class Worker:
         )
         level = logging.DEBUG if state is ExecutionState.SUCCEEDED else logging.WARNING
         if log.isEnabledFor(level):
-            log.log(
-                level,
-                "attempt finished",
-                extra={
-                    "job_id": job.id,
-                    "execution_id": running.execution_id,
-                    "task": job.task,
-                    "queue": job.queue,
-                    "attempt": job.attempts,
-                    "outcome": state.value,
-                    "job_state": job_state.value if job_state else "FENCED",
-                },
-            )
+            fields: dict[str, Any] = {
+                "job_id": job.id,
+                "execution_id": running.execution_id,
+                "task": job.task,
+                "queue": job.queue,
+                "attempt": job.attempts,
+                "outcome": state.value,
+                "job_state": job_state.value if job_state else "FENCED",
+            }
+            if error is not None:  # why it failed: the type and the start of the message
+                fields["error_type"] = error.type
+                fields["error"] = cut(error.message, LOGGED_ERROR_CHARS)
+            log.log(level, "attempt finished", extra=fields)
         if self.on_finished is None and running.done is None:
             return
         outcome = Outcome(job.id, running.execution_id, job.task, state, job_state, error)
