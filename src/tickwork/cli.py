@@ -41,6 +41,8 @@ def load_app(path: str | None) -> App:
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
         raise typer.BadParameter(f"--app ({path!r}) must look like 'module:attribute'")
+    if "." not in sys.path and "" not in sys.path:
+        sys.path.insert(0, ".")  # the console script's path is its own bin/, not the cwd
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -83,8 +85,6 @@ def worker(
 ) -> None:
     """Run a worker: claim and run jobs until SIGTERM or SIGINT."""
     logs.configure(log_level)
-    if app is not None and "." not in sys.path and "" not in sys.path:
-        sys.path.insert(0, ".")
     the_app = load_app(app)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
     the_app.run_worker(queues=names, concurrency=concurrency)
@@ -114,8 +114,6 @@ def serve(
     from tickwork import serve as serving
 
     logs.configure(log_level)
-    if app is not None and "." not in sys.path and "" not in sys.path:
-        sys.path.insert(0, ".")
     the_app = load_app(app)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
     options = serving.ServeOptions(serving.parse_roles(roles), names, concurrency, host, port)
