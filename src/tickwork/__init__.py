@@ -14,11 +14,20 @@ from tickwork.errors import (
     TaskTimeout,
     TickworkError,
     UnknownTaskError,
+    WaitTimeout,
 )
 from tickwork.queue.backoff import Backoff, ExponentialBackoff, FixedBackoff
 from tickwork.queue.enqueue import JobSpec
 from tickwork.task import Task
-from tickwork.types import AuditEvent, ErrorInfo, Execution, ExecutionState, Job, JobState
+from tickwork.types import (
+    AuditEvent,
+    ErrorInfo,
+    Execution,
+    ExecutionState,
+    Job,
+    JobState,
+    Progress,
+)
 from tickwork.worker.context import JobContext
 from tickwork.worker.worker import Outcome, RunOnceResult, Worker
 
@@ -43,6 +52,7 @@ __all__ = [
     "JobStateError",
     "MigrationError",
     "Outcome",
+    "Progress",
     "RunOnceResult",
     "Settings",
     "Task",
@@ -50,6 +60,7 @@ __all__ = [
     "TaskTimeout",
     "TickworkError",
     "UnknownTaskError",
+    "WaitTimeout",
     "Worker",
     "WorkerSettings",
     "load_settings",

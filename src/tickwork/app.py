@@ -440,6 +440,30 @@ class App:
             raise JobNotFoundError(job_id)
         return decode.job(found[0])
 
+    def wait(self, job: Job | int, *, timeout: float | None = None) -> Job:
+        """Block until the job is SUCCEEDED, CANCELLED or DEAD_LETTER and return it (its
+        ``result``, or ``error``). Woken by the database's notification when the job ends,
+        not by polling; each waiter holds one connection of its own while it waits.
+        Raises :class:`~tickwork.errors.WaitTimeout` after ``timeout`` seconds (a
+        ``TimeoutError``); a FAILED job awaiting its retry is still being waited for."""
+        from tickwork.queue.wait import wait
+
+        job_id = job if isinstance(job, int) else job.id
+        try:
+            return wait(self.db, job_id, timeout)
+        except psycopg.Error as exc:
+            raise database_error(exc) from exc
+
+    async def wait_async(self, job: Job | int, *, timeout: float | None = None) -> Job:
+        """Async :meth:`wait`."""
+        from tickwork.queue.wait import wait_async
+
+        job_id = job if isinstance(job, int) else job.id
+        try:
+            return await wait_async(self.db, job_id, timeout)
+        except psycopg.Error as exc:
+            raise database_error(exc) from exc
+
     def list_executions(self, job_id: int) -> list[Execution]:
         """Every attempt of the job, oldest first."""
         return [

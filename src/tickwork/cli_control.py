@@ -30,7 +30,7 @@ from tickwork.cli import AppOption, cli, cli_actor, load_app
 from tickwork.db.database import database_error
 from tickwork.errors import NotFoundError
 from tickwork.queue import admin
-from tickwork.types import ErrorInfo
+from tickwork.types import ErrorInfo, Progress
 
 T = TypeVar("T")
 
@@ -278,6 +278,18 @@ def jobs_list(
         typer.echo(f"more: --before-id {page.next_cursor}")
 
 
+def _progress(progress: Progress | None) -> str:
+    if progress is None:
+        return "-"
+    done = (
+        f"{progress.current:g}"
+        if progress.total is None
+        else (f"{progress.current:g} of {progress.total:g} ({progress.fraction:.0%})")
+    )
+    note = f": {progress.message}" if progress.message else ""
+    return f"{done}{note} (attempt {progress.attempt}, {_time(progress.at)})"
+
+
 @jobs_cli.command("show")
 def jobs_show(job_id: JobId, as_json: JsonOption = False, app: AppOption = None) -> None:
     """One job with every attempt: worker, lease, timings, error."""
@@ -309,6 +321,7 @@ def jobs_show(job_id: JobId, as_json: JsonOption = False, app: AppOption = None)
         else f"{job.schedule_id}, fire time {_time(job.fire_time)}",
         "result": json.dumps(job.result),
         "error": _error(job.error),
+        "progress": _progress(job.progress),
     }
     _print_table(f"job {job.id}", ("field", "value"), fields.items())
     _print_table(

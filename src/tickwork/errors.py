@@ -110,6 +110,16 @@ class JobStateError(TickworkError):
         )
 
 
+class WaitTimeout(TickworkError, TimeoutError):
+    """``app.wait`` gave up: the job did not finish within the timeout."""
+
+    def __init__(self, job_id: int, state: str, timeout: float) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.timeout = timeout
+        super().__init__(f"job {job_id} did not finish within {timeout}s (it is {state})")
+
+
 class TaskTimeout(TickworkError):
     """An attempt ran longer than its timeout; the attempt counts as failed."""
 

@@ -60,6 +60,29 @@ class ErrorInfo:
     """Formatted traceback, empty when there is none (for example a lease expiry)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """What a running handler last reported of its progress (``ctx.progress``)."""
+
+    current: float
+    """Work done so far, in the handler's own unit (items, bytes, percent...)."""
+    total: float | None = None
+    """Work in all, when the handler knows it."""
+    message: str | None = None
+    """A short note (``"resizing 3 of 10"``)."""
+    attempt: int = 0
+    """The attempt that reported it."""
+    at: datetime | None = None
+    """When it was stored (database clock)."""
+
+    @property
+    def fraction(self) -> float | None:
+        """``current / total`` (at most 1), or None without a total."""
+        if not self.total:
+            return None
+        return min(self.current / self.total, 1.0)
+
+
 @dataclass(slots=True)  # not frozen: a frozen __init__ costs 5x more, per job, on hot paths
 class Job:
     """A queued unit of work, as stored in the ``jobs`` table: a snapshot taken when it was
@@ -109,6 +132,8 @@ class Job:
     omitted: tuple[str, ...] = ()
     """Fields this snapshot leaves out (``args`` empty, ``result`` None): too large for a
     listing, or nested too deep to be served; reading the job itself returns what it can."""
+    progress: Progress | None = None
+    """What its handler last reported with ``ctx.progress`` (kept once the job finishes)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,6 +131,14 @@ class ErrorOut(Model):
     traceback: str = ""
 
 
+class ProgressOut(Model):
+    current: float
+    total: float | None
+    message: str | None
+    attempt: int
+    at: datetime | None
+
+
 class JobOut(Model):
     id: int
     queue: str
@@ -156,6 +164,9 @@ class JobOut(Model):
         default_factory=list,
         description="fields left out (args {}, result null): too large for a listing (the"
         " job's own page has them) or nested too deep to be served",
+    )
+    progress: ProgressOut | None = Field(
+        default=None, description="what the handler last reported with ctx.progress"
     )
 
 

@@ -8,7 +8,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tickwork.limits import LISTING_VALUE_BYTES, too_deep
-from tickwork.types import AuditEvent, ErrorInfo, Execution, ExecutionState, Job, JobState
+from tickwork.types import (
+    AuditEvent,
+    ErrorInfo,
+    Execution,
+    ExecutionState,
+    Job,
+    JobState,
+    Progress,
+)
 
 if TYPE_CHECKING:
     from tickwork.queue.enqueue import JobRow
@@ -24,6 +32,20 @@ def error_info(value: Any) -> ErrorInfo | None:
         type=str(value.get("type", "")),
         message=str(value.get("message", "")),
         traceback=str(value.get("traceback", "")),
+    )
+
+
+def progress(value: Any) -> Progress | None:
+    """The ``progress`` JSON column as :class:`Progress` (None when never reported)."""
+    if not isinstance(value, dict) or not isinstance(value.get("current"), int | float):
+        return None
+    total, message, at = value.get("total"), value.get("message"), value.get("at")
+    return Progress(
+        current=float(value["current"]),
+        total=float(total) if isinstance(total, int | float) else None,
+        message=message if isinstance(message, str) else None,
+        attempt=int(value.get("attempt") or 0),
+        at=datetime.fromisoformat(at) if isinstance(at, str) else None,
     )
 
 
@@ -53,6 +75,7 @@ def job(row: Row) -> Job:
         fire_time=row.get("fire_time"),
         duplicate=bool(row.get("duplicate", False)),
         omitted=tuple(row.get("omitted") or ()),
+        progress=progress(row.get("progress")),
     )
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
 
 from tickwork.errors import JobCancelled
 from tickwork.types import Job
+from tickwork.worker.progress import progress_value
 
 
 @dataclass(slots=True)
@@ -21,6 +24,9 @@ class JobContext:
     worker_id: UUID
     """The worker process running it."""
     _cancel: threading.Event = field(default_factory=threading.Event)
+    _report: Callable[[dict[str, Any]], None] | None = None
+    last_progress: dict[str, Any] | None = None
+    """The latest report made with :meth:`progress` (as stored, without its time)."""
 
     @property
     def attempt(self) -> int:
@@ -40,3 +46,18 @@ class JobContext:
     def wait_for_cancel(self, timeout: float | None = None) -> bool:
         """Block (in a sync handler) until cancelled or ``timeout``; True when cancelled."""
         return self._cancel.wait(timeout)
+
+    def progress(
+        self, current: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Report how far the attempt has got: ``ctx.progress(3, 10, "resizing")``.
+
+        Cheap to call often (from async or sync handlers): the worker stores the latest
+        report within about half a second, and once more when the attempt ends; the API
+        (``progress`` of a job) and ``tickwork jobs show`` show it. Numbers are finite and
+        not negative; the message is cut at 500 characters.
+        """
+        value = progress_value(current, total, message, self.attempt)
+        self.last_progress = value
+        if self._report is not None:
+            self._report(value)

@@ -43,10 +43,11 @@ from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
 from tickwork.queue.retention import Retention
 from tickwork.queue.watchdog import Watchdog
-from tickwork.service import raise_if_cancelled, wait_for_stop
+from tickwork.service import raise_if_cancelled, run_periodically, wait_for_stop
 from tickwork.types import ErrorInfo, ExecutionState, Job, JobState
 from tickwork.worker.completer import Completer, Completion
 from tickwork.worker.context import JobContext
+from tickwork.worker.progress import PROGRESS_INTERVAL, ProgressBuffer
 
 if TYPE_CHECKING:
     from tickwork.app import App
@@ -197,6 +198,7 @@ class Worker:
         self.retention: Retention | None = None
         self.scheduler_service: SchedulerService | None = None
         self._completer = Completer(self._complete_many, self._written, self._not_written)
+        self._progress = ProgressBuffer()
         self.listening = asyncio.Event()
         """Set while the LISTEN connection is up (cleared when it drops)."""
 
@@ -323,6 +325,16 @@ class Worker:
         self._background = [
             asyncio.create_task(self._listen_loop(), name="tickwork-listen"),
             asyncio.create_task(self._renew_loop(), name="tickwork-renew"),
+            asyncio.create_task(
+                run_periodically(  # on through the drain, as the renewals
+                    self._write_progress,
+                    interval=PROGRESS_INTERVAL,
+                    stop=self._drained,
+                    log=log,
+                    name="progress write",
+                ),
+                name="tickwork-progress",
+            ),
         ]
         if self.run_watchdog and self.watchdog is not None:
             self._background.append(
@@ -458,7 +470,12 @@ class Worker:
         running = _Running(job, execution_id, is_async=task is not None and task.is_async)
         running.done = done
         if task is not None and task.pass_context:
-            running.ctx = JobContext(job=job, execution_id=execution_id, worker_id=self.id)
+            running.ctx = JobContext(
+                job=job,
+                execution_id=execution_id,
+                worker_id=self.id,
+                _report=functools.partial(self._progress.report, job.id, execution_id),
+            )
         self._inflight[execution_id] = running
         running.started = time.monotonic()
         metrics.picked_up(job.queue, waited)
@@ -493,6 +510,8 @@ class Worker:
                     )
                 )
             return
+        if running.ctx is not None and running.ctx.last_progress is not None:
+            await self._write_last_progress(running)
         delay = 0.0
         if state is ExecutionState.FAILED and task is not None:
             delay = retry_delay(task.options.backoff, job.attempts)
@@ -667,6 +686,33 @@ class Worker:
             None,
             ErrorInfo("tickwork.ResultNotSerialisable", f"the task's return value {refusal}"),
         )
+
+    # -- progress -----------------------------------------------------------------------
+
+    async def _write_progress(self, execution_id: int | None = None) -> None:
+        """Store the pending progress reports (of one attempt, or of all) in one statement;
+        on a database error they stay pending for the next pass."""
+        reports = self._progress.take(execution_id)
+        if not reports:
+            return
+        try:
+            await self._execute("job_progress_many", {"reports": json.dumps(reports)})
+        except BaseException:
+            self._progress.put_back(reports)
+            raise
+
+    async def _write_last_progress(self, running: _Running) -> None:
+        # The attempt's last report is stored before its outcome, so a finished job shows
+        # how far it got; a report is not worth holding up the outcome for, so an error is
+        # only logged.
+        try:
+            await self._write_progress(running.execution_id)
+        except psycopg.Error as exc:
+            self._progress.take(running.execution_id)
+            log.warning(
+                "could not store the attempt's last progress report",
+                extra={"job_id": running.job.id, "error": str(exc)},
+            )
 
     # -- leases, cancels, wake-ups ------------------------------------------------------
 

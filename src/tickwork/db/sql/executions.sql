@@ -89,6 +89,11 @@ WITH expired AS (
 ), notify AS (
     SELECT pg_notify('{schema}.jobs', q.queue)
     FROM (SELECT DISTINCT queue FROM reclaimed WHERE state = 'PENDING') AS q
+    UNION ALL  -- app.wait(): jobs this made final ('' when the ids would not fit a payload)
+    SELECT pg_notify('{schema}.finished', CASE WHEN length(ids) <= 7000 THEN ids ELSE '' END)
+    FROM (SELECT string_agg(id::text, ',') AS ids FROM reclaimed
+          WHERE state IN ('CANCELLED', 'DEAD_LETTER')) AS e
+    WHERE ids IS NOT NULL
 )
 SELECT r.id AS job_id, r.execution_id, r.state, (SELECT count(*) FROM notify) AS notified
 FROM reclaimed r;

@@ -195,14 +195,23 @@ WITH done AS (
            jsonb_build_object('execution_id', f.execution_id, 'attempts', f.attempts)
     FROM finished f
     WHERE f.state IN ('CANCELLED', 'DEAD_LETTER')
+), notify AS (
+    -- one notification per batch for app.wait(): the ids of the jobs that reached a final
+    -- state ('' when they would not fit a payload: every waiter then looks)
+    SELECT pg_notify('{schema}.finished', CASE WHEN length(ids) <= 7000 THEN ids ELSE '' END)
+    FROM (SELECT string_agg(f.id::text, ',') AS ids FROM finished f
+          WHERE f.state <> 'FAILED') AS e
+    WHERE ids IS NOT NULL
 )
 -- The answer lists only the exceptions, so the usual batch answers with no rows at all: an
 -- attempt whose job did not end in the state named like its outcome (a retry dead-lettered,
--- a cancel honoured), or that was fenced off (state NULL).
+-- a cancel honoured), or that was fenced off (state NULL). The count only makes the notify
+-- run (a CTE that is not read is not run).
 SELECT d.execution_id, f.state
 FROM done d
 LEFT JOIN finished f ON f.execution_id = d.execution_id
-WHERE f.state IS DISTINCT FROM d.outcome;
+WHERE f.state IS DISTINCT FROM d.outcome
+  AND (SELECT count(*) FROM notify) >= 0;
 
 -- name: job_cancel
 -- Cancel the jobs %(job_ids)s (one or many). PENDING or FAILED (awaiting retry): cancel at
@@ -233,6 +242,8 @@ WITH target AS (
 ), notify AS (
     SELECT pg_notify('{schema}.control', 'cancel:' || c.id) FROM changed c
     WHERE c.state = 'RUNNING'
+    UNION ALL  -- app.wait(): a job cancelled at once is final
+    SELECT pg_notify('{schema}.finished', c.id::text) FROM changed c WHERE c.state = 'CANCELLED'
 )
 SELECT t.id, t.state AS previous_state, c.state AS state,
        (SELECT count(*) FROM notify) AS notified
@@ -274,7 +285,7 @@ LEFT JOIN changed c ON c.id = t.id;
 -- on the page only, after the limit.
 SELECT p.id, p.queue, p.task, p.state, p.priority, p.attempts, p.max_attempts, p.run_at,
        p.timeout, p.unique_key, p.created_at, p.created_by, p.cancel_requested_at,
-       p.finished_at, p.schedule_id, p.fire_time,
+       p.finished_at, p.schedule_id, p.fire_time, p.progress,
        CASE WHEN NOT s.big_args THEN p.args END AS args,
        CASE WHEN NOT s.big_result THEN p.result END AS result,
        array_remove(ARRAY[CASE WHEN s.big_args THEN 'args' END,
@@ -338,3 +349,21 @@ RETURNING id;
 -- Run outside a transaction (VACUUM refuses one): reclaims the dead rows every job update
 -- leaves behind, where the server's autovacuum does not.
 VACUUM (ANALYZE) {schema}.jobs, {schema}.executions;
+
+-- name: job_progress_many
+-- Store what running handlers reported of their progress, one statement per batch (a JSON
+-- array of {job_id, execution_id, progress}). Only while the attempt is the live one: a
+-- worker that lost its lease cannot overwrite a newer attempt's progress. The execution is
+-- read, not locked, and only the job is locked (in job id order), so the lock order holds.
+UPDATE {schema}.jobs j
+SET progress = p.progress || jsonb_build_object('at', now())
+FROM (
+    SELECT * FROM jsonb_to_recordset(%(reports)s::jsonb)
+        AS r(job_id bigint, execution_id bigint, progress jsonb)
+    ORDER BY job_id
+) AS p
+WHERE j.id = p.job_id
+  AND j.state = 'RUNNING'
+  AND EXISTS (  -- fencing: only the live attempt reports
+      SELECT 1 FROM {schema}.executions e
+      WHERE e.job_id = p.job_id AND e.id = p.execution_id AND e.state = 'RUNNING');

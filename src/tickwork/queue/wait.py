@@ -1,0 +1,80 @@
+"""Wait for a job to finish: woken by NOTIFY, not by polling.
+
+Every statement that puts jobs in a final state (SUCCEEDED, CANCELLED, DEAD_LETTER) sends
+one notification on ``<schema>.finished`` naming them (``job_complete_many`` once per
+batch). A waiter LISTENs on its own connection, reads the job once (after LISTEN, so a
+finish in between is not missed), and reads it again only when a notification names it, or
+names no ids (a batch too large for one payload). A notification can be lost (the listening
+connection dropped), so a waiter also looks every :data:`RECHECK_INTERVAL` seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from tickwork.db.database import Database, fetch, fetch_async
+from tickwork.errors import JobNotFoundError, WaitTimeout
+from tickwork.queue import rows as decode
+from tickwork.types import Job, JobState
+
+FINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.CANCELLED, JobState.DEAD_LETTER})
+"""States a job does not leave by itself (a manual retry can still send it back)."""
+RECHECK_INTERVAL = 5.0
+"""Seconds a waiter goes without a notification naming its job before it looks anyway."""
+
+
+def names(payload: str, job_id: int) -> bool:
+    """True when a ``finished`` notification may concern ``job_id``."""
+    return not payload or str(job_id) in payload.split(",")
+
+
+def _remaining(deadline: float | None) -> float:
+    return (
+        RECHECK_INTERVAL if deadline is None else min(RECHECK_INTERVAL, deadline - time.monotonic())
+    )
+
+
+def _final(found: list[dict[str, Any]], job_id: int) -> Job | None:
+    if not found:
+        raise JobNotFoundError(job_id)
+    job = decode.job(found[0])
+    return job if job.state in FINAL_STATES else None
+
+
+def wait(db: Database, job_id: int, timeout: float | None) -> Job:
+    """Block until job ``job_id`` is final (or raise :class:`WaitTimeout`)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.statements.channel("finished")))
+    with db.connect() as conn:
+        conn.execute(listen)
+        while True:
+            found = fetch(conn, db.statements["job_get"], {"job_id": job_id})
+            if (job := _final(found, job_id)) is not None:
+                return job
+            if (wait_for := _remaining(deadline)) <= 0:
+                raise WaitTimeout(job_id, found[0]["state"], timeout or 0.0)
+            for notice in conn.notifies(timeout=wait_for):
+                if names(notice.payload, job_id):
+                    break
+
+
+async def wait_async(db: Database, job_id: int, timeout: float | None) -> Job:
+    """Async :func:`wait`."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.statements.channel("finished")))
+    conn: psycopg.AsyncConnection[Any] = await db.connect_async()
+    async with conn:
+        await conn.execute(listen)
+        while True:
+            found = await fetch_async(conn, db.statements["job_get"], {"job_id": job_id})
+            if (job := _final(found, job_id)) is not None:
+                return job
+            if (wait_for := _remaining(deadline)) <= 0:
+                raise WaitTimeout(job_id, found[0]["state"], timeout or 0.0)
+            async for notice in conn.notifies(timeout=wait_for):
+                if names(notice.payload, job_id):
+                    break
