@@ -259,7 +259,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-schedules_cli = typer.Typer(help="List, pause, resume and trigger stored schedules.")
+schedules_cli = typer.Typer(help="List, pause, resume, trigger and delete stored schedules.")
 cli.add_typer(schedules_cli, name="schedules")
 
 
@@ -332,6 +332,20 @@ def schedules_trigger(name: str, app: AppOption = None) -> None:
     logs.configure("ERROR")
     job = load_app(app).trigger_schedule(name, actor=cli_actor())
     typer.echo(f"enqueued job {job.id} for {name}")
+
+
+@schedules_cli.command("delete")
+def schedules_delete(name: str, app: AppOption = None) -> None:
+    """Delete a schedule stored by an operator, or one defined in code that no live worker
+    defines any more (its code is gone); the jobs it made stay."""
+    from tickwork.cli_control import _run as with_pool
+    from tickwork.schedule import admin
+
+    actor = cli_actor()
+    with_pool(
+        app, lambda the_app, pool: admin.delete(pool, the_app.db.statements, name, actor=actor)
+    )
+    typer.echo(f"deleted {name}")
 
 
 # The operator commands (users, jobs, queues) live in their own module; importing it

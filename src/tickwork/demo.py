@@ -6,6 +6,10 @@ while pending, one is cancelled while running (the deferred cancel). A worker ru
 process until every job has settled and the schedule has fired twice. Then twenty signals
 for one aggregate key squash into one, which a reactor handles once after its debounce
 window, enqueueing a follow-up job in the same transaction.
+
+The demo runs in a schema of its own (the configured one's name + ``_demo``), made afresh
+for each run and dropped when the run ends, however it ends: a ``serve`` or worker on the
+configured schema never sees its schedule or jobs, and it never competes for their leases.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from rich.console import Console
 from rich.table import Table
 
 from tickwork.app import App
+from tickwork.config import load_settings
+from tickwork.db.database import fetch
+from tickwork.errors import ConflictError
 from tickwork.leases import Role
 from tickwork.queue.backoff import FixedBackoff
 from tickwork.signals import Reactor, ReactorContext, Signal
@@ -27,6 +34,7 @@ from tickwork.worker.context import JobContext
 from tickwork.worker.worker import Outcome
 
 DEMO_QUEUE = "demo"
+SCHEMA_SUFFIX = "_demo"
 HEARTBEAT_SCHEDULE = "demo-heartbeat"
 HEARTBEATS_TO_SEE = 2
 
@@ -56,9 +64,15 @@ class Recalculate(Reactor):
         self.done.set()
 
 
+def demo_schema(schema: str) -> str:
+    """The demo's own schema beside ``schema`` (within PostgreSQL's 63-character names)."""
+    return schema[: 63 - len(SCHEMA_SUFFIX)] + SCHEMA_SUFFIX
+
+
 def build_app() -> tuple[App, asyncio.Event]:
-    """The demo's tasks, registered on a fresh App."""
+    """The demo's tasks, registered on a fresh App on the demo's own schema."""
     app = App(
+        schema=demo_schema(load_settings().schema_name),
         scheduler={"interval": 0.5},
         signals={
             "debounce": {SIGNAL_TYPE: DEBOUNCE_SECONDS},
@@ -133,6 +147,13 @@ async def _signals(app: App, console: Console) -> None:
 
 
 async def _run(app: App, slow_started: asyncio.Event, console: Console) -> list[Job]:
+    try:
+        return await _show(app, slow_started, console)
+    finally:  # nothing of this loop may hold a lock on the schema when it is dropped
+        await app.db.aclose()
+
+
+async def _show(app: App, slow_started: asyncio.Event, console: Console) -> list[Job]:
     await asyncio.to_thread(app.migrate)
     jobs = [
         await app.enqueue_async("demo.greet", {"name": "world"}),
@@ -163,12 +184,16 @@ async def _run(app: App, slow_started: asyncio.Event, console: Console) -> list[
         queues=[DEMO_QUEUE], concurrency=4, on_finished=on_finished, poll_interval=0.2
     )
     running = asyncio.create_task(worker.run())
-    await slow_started.wait()
-    await asyncio.to_thread(app.cancel, jobs[4].id, actor="demo")
-    console.print(f"requested cancel of running job {jobs[4].id} (demo.export)")
-    await settled.wait()
-    worker.request_stop()
-    await running
+    interrupted = True
+    try:
+        await slow_started.wait()
+        await asyncio.to_thread(app.cancel, jobs[4].id, actor="demo")
+        console.print(f"requested cancel of running job {jobs[4].id} (demo.export)")
+        await settled.wait()
+        interrupted = False
+    finally:  # Ctrl-C too: the worker shuts down its own way, not cancelled mid-step
+        worker.request_stop(immediate=interrupted)
+        await running
     await _signals(app, console)
     for job_id in heartbeats:
         fired = await app.get_job_async(job_id)
@@ -181,39 +206,55 @@ async def _run(app: App, slow_started: asyncio.Event, console: Console) -> list[
 
 
 def run_demo() -> None:
-    """Run the demo and print what happened to every job."""
+    """Run the demo in its own schema, print what happened to every job, drop the schema."""
     console = Console()
     app, slow_started = build_app()
+    schema = app.settings.schema_name
     where = "TICKWORK_DATABASE_URL" if app.settings.database_url else "the embedded PostgreSQL"
-    console.print(f"[bold]tickwork demo[/] on {where}, schema {app.settings.schema_name!r}")
-    try:
-        with console.status("running a worker until every job settles..."):
-            final = asyncio.run(_run(app, slow_started, console))
-        table = Table(title="What happened")
-        for column in ("job", "task", "state", "attempts", "result / last error", "attempt log"):
-            table.add_column(column)
-        for job in final:
-            attempts = app.list_executions(job.id)
-            log = ", ".join(f"#{e.attempt} {e.state.value}" for e in attempts) or "never ran"
-            if job.result is not None:
-                detail = repr(job.result)
-            elif job.error is not None:
-                detail = f"{job.error.type}: {job.error.message}"
-            else:
-                detail = ""
-            table.add_row(str(job.id), job.task, job.state.value, str(job.attempts), detail, log)
-        console.print(table)
-        events = [e for job in final for e in app.audit_events(job.id)]
-        audit = Table(title="Audit trail (transitions not already recorded by an attempt)")
-        for column in ("time", "actor", "event", "job"):
-            audit.add_column(column)
-        for event in sorted(events, key=lambda e: e.id):
-            audit.add_row(
-                event.occurred_at.strftime("%H:%M:%S.%f")[:-3],
-                event.actor,
-                event.event_type,
-                event.target_id,
+    console.print(
+        f"[bold]tickwork demo[/] on {where}, in a schema of its own ({schema!r}, dropped "
+        "when the demo ends)"
+    )
+    statements = app.db.statements
+    with app.db.connect() as own:  # holds the demo's lock until the schema is dropped
+        if not fetch(own, statements["demo_lock"], {"schema": schema})[0]["locked"]:
+            raise ConflictError(
+                f"another tickwork demo is running in schema {schema!r}; wait for it to end"
             )
-        console.print(audit)
-    finally:
-        app.close()
+        fetch(own, statements["demo_drop_schema"], {})  # left by a run that was killed
+        try:
+            _run_and_print(app, slow_started, console)
+        finally:
+            app.close()
+            fetch(own, statements["demo_drop_schema"], {})
+
+
+def _run_and_print(app: App, slow_started: asyncio.Event, console: Console) -> None:
+    with console.status("running a worker until every job settles..."):
+        final = asyncio.run(_run(app, slow_started, console))
+    table = Table(title="What happened")
+    for column in ("job", "task", "state", "attempts", "result / last error", "attempt log"):
+        table.add_column(column)
+    for job in final:
+        attempts = app.list_executions(job.id)
+        log = ", ".join(f"#{e.attempt} {e.state.value}" for e in attempts) or "never ran"
+        if job.result is not None:
+            detail = repr(job.result)
+        elif job.error is not None:
+            detail = f"{job.error.type}: {job.error.message}"
+        else:
+            detail = ""
+        table.add_row(str(job.id), job.task, job.state.value, str(job.attempts), detail, log)
+    console.print(table)
+    events = [e for job in final for e in app.audit_events(job.id)]
+    audit = Table(title="Audit trail (transitions not already recorded by an attempt)")
+    for column in ("time", "actor", "event", "job"):
+        audit.add_column(column)
+    for event in sorted(events, key=lambda e: e.id):
+        audit.add_row(
+            event.occurred_at.strftime("%H:%M:%S.%f")[:-3],
+            event.actor,
+            event.event_type,
+            event.target_id,
+        )
+    console.print(audit)

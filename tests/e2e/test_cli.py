@@ -15,8 +15,29 @@ pytestmark = pytest.mark.e2e
 
 
 def test_demo_settles_every_job_and_prints_a_summary(db_env: dict[str, str]) -> None:
-    done = tickwork(db_env, "demo")
+    schema, url = db_env["TICKWORK_SCHEMA"], db_env["TICKWORK_DATABASE_URL"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        # a `serve` on the configured schema holds the leases the demo once waited for
+        conn.execute(
+            f"INSERT INTO {schema}.leases (name, holder, acquired_at, renewed_at, expires_at) "
+            "SELECT n, 'serve-elsewhere', now(), now(), now() + interval '1 hour' "
+            "FROM unnest(ARRAY['SCHEDULER', 'SIGNAL_MASTER']) AS n "
+            "ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, "
+            "expires_at = EXCLUDED.expires_at"
+        )
+        try:
+            done = tickwork(db_env, "demo")
+        finally:
+            conn.execute(f"DELETE FROM {schema}.leases WHERE holder = 'serve-elsewhere'")
+        # the demo ran in a schema of its own and left nothing, there or here
+        left = conn.execute(
+            f"SELECT (SELECT count(*) FROM {schema}.schedules WHERE task LIKE 'demo.%%'), "
+            f"(SELECT count(*) FROM {schema}.jobs WHERE task LIKE 'demo.%%'), "
+            "(SELECT count(*) FROM pg_namespace WHERE nspname = %s)",
+            [f"{schema}_demo"],
+        ).fetchone()
     assert done.returncode == 0, done.stderr
+    assert left == (0, 0, 0)
     for expected in ("SUCCEEDED", "DEAD_LETTER", "CANCELLED", "job.dead_lettered"):
         assert expected in done.stdout
     assert "job.cancel_requested" in done.stdout  # the deferred cancel of a running job
@@ -84,3 +105,13 @@ def test_schedules_commands(db_env: dict[str, str]) -> None:
     missing = tickwork(env, "schedules", "pause", "no-such-schedule")
     assert missing.returncode == 2
     assert "name ('no-such-schedule') is not a stored schedule" in missing.stderr
+    with psycopg.connect(env["TICKWORK_DATABASE_URL"], autocommit=True) as conn:
+        # a schedule defined by code that no longer runs (no live worker defines it)
+        conn.execute(
+            f"INSERT INTO {env['TICKWORK_SCHEMA']}.schedules (name, task, cron, next_run_at) "
+            "VALUES ('left-behind', 'gone.task', '* * * * *', now())"
+        )
+    deleted = tickwork(env, "schedules", "delete", "left-behind")
+    assert (deleted.returncode, deleted.stdout.strip()) == (0, "deleted left-behind"), deleted
+    again = tickwork(env, "schedules", "delete", "left-behind")
+    assert again.returncode == 2 and "left-behind" in again.stderr

@@ -223,14 +223,20 @@ async def test_a_schedule_defined_in_code_is_not_edited_through_the_api(api: Api
     sql.execute("TRUNCATE schedules")
     api.app.add_schedule("from-code", "tests.echo", "* * * * *")
     pool = await api.app.db.async_pool()
-    await api.app.scheduler_service(pool).scheduler.sync(list(api.app.schedules.values()))
+    definer = api.app.worker(queues=["none"])
+    await definer.open()  # a live worker whose code defines the schedule
+    await api.app.scheduler_service(pool).scheduler.sync(
+        list(api.app.schedules.values()), defined_by=definer.id
+    )
     answer = await api.client.patch(
         "/api/schedules/from-code", json={"cron": "5 * * * *"}, headers=api.headers(Role.ADMIN)
     )
     assert "defined in code" in problem(answer, 409)["detail"]
-    problem(
-        await api.client.delete("/api/schedules/from-code", headers=api.headers(Role.ADMIN)), 409
-    )
+    refused = await api.client.delete("/api/schedules/from-code", headers=api.headers(Role.ADMIN))
+    assert "remove it from that code" in problem(refused, 409)["detail"]
+    await definer.close()  # its code is gone: the schedule is the operator's to delete
+    gone = await api.client.delete("/api/schedules/from-code", headers=api.headers(Role.ADMIN))
+    assert gone.status_code == 204, gone.text
 
 
 # -- identity -----------------------------------------------------------------------------

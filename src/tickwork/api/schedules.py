@@ -16,6 +16,7 @@ from tickwork.limits import too_deep
 from tickwork.queue.rows import servable
 from tickwork.schedule import admin
 from tickwork.schedule.scheduler import StoredSchedule
+from tickwork.task import TaskOptions
 
 router = APIRouter(tags=["schedules"])
 
@@ -32,8 +33,10 @@ def _shown(schedule: StoredSchedule) -> StoredSchedule:
 
 
 def _task_checker(svc: Services) -> admin.CheckTask:
-    def check(task: str, args: Mapping[str, Any]) -> None:
-        svc.app.get_task(task).check_args(args)  # unknown task or unfit arguments: 400
+    def check(task: str, args: Mapping[str, Any]) -> TaskOptions:
+        known = svc.app.get_task(task)  # unknown task: 400
+        known.check_args(args)  # unfit arguments: 400
+        return known.options
 
     return check
 
@@ -78,7 +81,8 @@ async def edit_schedule(name: str, body: ScheduleEditIn, svc: Svc, who: Caller) 
 
 @router.delete("/api/schedules/{name}", status_code=204)
 async def delete_schedule(name: str, svc: Svc, who: Caller) -> Response:
-    """Delete an operator-stored schedule; its jobs stay as history."""
+    """Delete a schedule; its jobs stay as history. One defined in code answers 409 while a
+    live worker defines it, and is deleted once none does (its code is gone)."""
     await admin.delete(svc.pool, svc.statements, name, actor=who.actor)
     return Response(status_code=204)
 

@@ -1,5 +1,6 @@
 """Schedules stored by operators: create, edit and delete (schedules defined in code are
-changed in the code; operators may still pause, resume, enable and trigger them)."""
+changed in the code; operators may still pause, resume, enable and trigger them, and delete
+one that no live process defines any more)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ from tickwork.config import SCHEDULE_NAME
 from tickwork.db.database import run_named
 from tickwork.db.statements import Statements
 from tickwork.errors import ConflictError, NotFoundError, ScheduleError
+from tickwork.queue.admin import WORKER_STALE_AFTER
 from tickwork.queue.enqueue import check_priority, check_queue, encode_args
 from tickwork.schedule.cron import CronSchedule
-from tickwork.schedule.scheduler import StoredSchedule
+from tickwork.schedule.scheduler import StoredSchedule, task_targets
+from tickwork.task import TaskOptions
 
-CheckTask = Callable[[str, Mapping[str, Any]], None]
-"""Refuses a task name this process does not know, or arguments that do not fit it."""
+CheckTask = Callable[[str, Mapping[str, Any]], TaskOptions]
+"""Refuses a task name this process does not know, or arguments that do not fit it; returns
+the task's registration (what its jobs take from it)."""
 
 FIELDS = (
     "task", "args", "cron", "timezone", "queue", "priority", "misfire", "misfire_limit",
@@ -27,8 +31,9 @@ FIELDS = (
 
 
 def _checked(definition: Mapping[str, Any], check_task: CheckTask) -> tuple[dict[str, Any], Any]:
-    """Statement parameters of a definition, every field checked; and its cron schedule."""
-    check_task(definition["task"], definition["args"])
+    """Statement parameters of a definition, every field checked, with the task's registration
+    (``task_*``); and its cron schedule."""
+    options = check_task(definition["task"], definition["args"])
     cron = CronSchedule.parse(definition["cron"], definition["timezone"])
     if definition["queue"] is not None:
         check_queue(definition["queue"])
@@ -36,7 +41,7 @@ def _checked(definition: Mapping[str, Any], check_task: CheckTask) -> tuple[dict
         check_priority(definition["priority"])
     params = {name: definition[name] for name in FIELDS}
     params["args"] = encode_args(definition["args"])
-    return params, cron
+    return params | task_targets(options), cron
 
 
 def check_schedule_name(name: Any) -> str:
@@ -116,9 +121,16 @@ async def edit(
 async def delete(
     pool: AsyncConnectionPool[Any], statements: Statements, name: str, *, actor: str
 ) -> None:
-    """Delete an operator-stored schedule; the jobs it made stay as history."""
-    current = await get(pool, statements, name)
-    if current.origin != "api":
-        raise ConflictError(f"schedule {name!r} is defined in code; remove it there")
-    if not await run_named(pool, statements, "schedule_delete", {"name": name, "actor": actor}):
-        raise NotFoundError("schedule", name)
+    """Delete a schedule; the jobs it made stay as history. One defined in code only when no
+    live worker defines it (its code is gone: nothing else can remove it); one that live code
+    defines is refused, naming those workers, since their next start would write it back."""
+    params = {"name": name, "actor": actor, "stale_after": WORKER_STALE_AFTER}
+    if await run_named(pool, statements, "schedule_delete", params):
+        return
+    await get(pool, statements, name)  # 404 for an unknown name
+    definers = await run_named(pool, statements, "schedule_definers", params)
+    workers = ", ".join(f"{w['host']} pid {w['pid']}" for w in definers) or "a live worker"
+    raise ConflictError(
+        f"schedule {name!r} is defined by code that is running ({workers}); remove it from "
+        "that code and restart those workers, then delete it (pause or disable it meanwhile)"
+    )

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -26,6 +27,7 @@ from tickwork.db.database import fetch_async
 from tickwork.db.statements import Statements
 from tickwork.errors import ScheduleError
 from tickwork.leases import LeaseManager, Role
+from tickwork.queue.admin import WORKER_STALE_AFTER
 from tickwork.queue.enqueue import encode_args
 from tickwork.schedule.cron import CronSchedule
 from tickwork.service import run_periodically
@@ -191,8 +193,11 @@ class Scheduler:
         self.task_options = task_options
         self.batch = batch
 
-    async def sync(self, specs: list[ScheduleSpec]) -> None:
-        """Upsert code-defined schedules by name (their next fire time from database now)."""
+    async def sync(self, specs: list[ScheduleSpec], *, defined_by: UUID | None = None) -> None:
+        """Upsert code-defined schedules by name (their next fire time from database now),
+        each with what its jobs take from the task's registration, and recorded as defined by
+        the worker ``defined_by``; then bring operator-stored schedules of the tasks this
+        process registers up to date with those tasks' registration."""
         async with self.pool.connection() as conn:
             now = (await fetch_async(conn, self.statements["schedule_now"], {}))[0]["now"]
             for spec in specs:
@@ -212,6 +217,28 @@ class Scheduler:
                         "overlap": spec.overlap.value,
                         "next_run_at": spec.cron.next_after(now),
                         "origin": "code",
+                        "defined_by": [defined_by] if defined_by is not None else [],
+                        "stale_after": WORKER_STALE_AFTER,
+                    }
+                    | task_targets(self.task_options(spec.task)),
+                )
+            stored = await fetch_async(conn, self.statements["schedule_list"], {})
+            known = {
+                row["task"]: options
+                for row in stored
+                if row["origin"] == "api" and (options := self.task_options(row["task"]))
+            }
+            if known:
+                targets = [task_targets(options) for options in known.values()]
+                await fetch_async(
+                    conn,
+                    self.statements["schedule_retarget"],
+                    {
+                        "tasks": list(known),
+                        "queues": [t["task_queue"] for t in targets],
+                        "priorities": [t["task_priority"] for t in targets],
+                        "max_attempts": [t["task_max_attempts"] for t in targets],
+                        "timeouts": [t["task_timeout"] for t in targets],
                     },
                 )
 
@@ -282,18 +309,42 @@ class Scheduler:
         }
 
 
+def task_targets(options: TaskOptions | None) -> dict[str, Any]:
+    """The ``task_*`` columns of a schedule: what its jobs take from the task's registration
+    (all None for a task this process does not register)."""
+    return {
+        "task_queue": options.queue if options else None,
+        "task_priority": options.priority if options else None,
+        "task_max_attempts": options.max_attempts if options else None,
+        "task_timeout": options.timeout if options else None,
+    }
+
+
 def job_options(options: TaskOptions | None, schedule: Mapping[str, Any]) -> dict[str, Any]:
     """Queue, priority, attempts and timeout of a schedule's job: the schedule's own queue and
-    priority, else the task's, else the defaults (a task this process does not know still
-    gets its job, which fails visibly on a worker that lacks it)."""
-    return {
-        "queue": schedule["queue"] or (options.queue if options else DEFAULT_QUEUE),
-        "priority": schedule["priority"]
-        if schedule["priority"] is not None
-        else (options.priority if options else DEFAULT_PRIORITY),
-        "max_attempts": options.max_attempts if options else DEFAULT_MAX_ATTEMPTS,
-        "timeout": options.timeout if options else None,
-    }
+    priority; else the task's registration stored with the schedule (``task_*``, written by
+    the process that defined or stored it), so that whichever process holds the SCHEDULER
+    lease enqueues the same job; else, for rows stored without one, this process's
+    registration of the task (``options``); else the defaults."""
+    if schedule.get("task_queue") is not None:  # the four are written together
+        chosen = {
+            "queue": schedule["task_queue"],
+            "priority": schedule["task_priority"],
+            "max_attempts": schedule["task_max_attempts"],
+            "timeout": schedule["task_timeout"],
+        }
+    else:
+        chosen = {
+            "queue": options.queue if options else DEFAULT_QUEUE,
+            "priority": options.priority if options else DEFAULT_PRIORITY,
+            "max_attempts": options.max_attempts if options else DEFAULT_MAX_ATTEMPTS,
+            "timeout": options.timeout if options else None,
+        }
+    if schedule["queue"]:
+        chosen["queue"] = schedule["queue"]
+    if schedule["priority"] is not None:
+        chosen["priority"] = schedule["priority"]
+    return chosen
 
 
 class SchedulerService:

@@ -342,7 +342,9 @@ class Worker:
             )
         if self.app.settings.scheduler.enabled and self._pool is not None:
             self.scheduler_service = self.app.scheduler_service(self._pool)
-            await self.scheduler_service.scheduler.sync(list(self.app.schedules.values()))
+            await self.scheduler_service.scheduler.sync(
+                list(self.app.schedules.values()), defined_by=self.id
+            )
             self._background.append(
                 asyncio.create_task(
                     self.scheduler_service.run(self._stop), name="tickwork-scheduler"

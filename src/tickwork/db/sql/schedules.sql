@@ -4,11 +4,17 @@
 -- Code-defined schedules are written at start-up, by name: a definition that did not change
 -- keeps its next_run_at (nothing is lost or fired twice across a restart); a changed cron or
 -- time zone takes the next_run_at computed for it. Pause state is the operator's, kept.
+-- task_*: what the jobs take from the task's registration, for a lease holder without it.
+-- defined_by: the defining worker joins the live workers already recorded; ids of workers
+-- stopped or not seen for %(stale_after)s seconds are dropped (see schedule_delete).
 INSERT INTO {schema}.schedules AS s
     (name, task, args, cron, timezone, queue, priority, misfire, misfire_limit, overlap,
-     next_run_at, origin)
+     next_run_at, origin, task_queue, task_priority, task_max_attempts, task_timeout,
+     defined_by)
 VALUES (%(name)s, %(task)s, %(args)s::jsonb, %(cron)s, %(timezone)s, %(queue)s, %(priority)s,
-        %(misfire)s, %(misfire_limit)s, %(overlap)s, %(next_run_at)s, %(origin)s)
+        %(misfire)s, %(misfire_limit)s, %(overlap)s, %(next_run_at)s, %(origin)s,
+        %(task_queue)s, %(task_priority)s, %(task_max_attempts)s, %(task_timeout)s,
+        %(defined_by)s::uuid[])
 ON CONFLICT (name) DO UPDATE
 SET task = EXCLUDED.task, args = EXCLUDED.args, queue = EXCLUDED.queue,
     priority = EXCLUDED.priority, misfire = EXCLUDED.misfire,
@@ -17,8 +23,30 @@ SET task = EXCLUDED.task, args = EXCLUDED.args, queue = EXCLUDED.queue,
         WHEN (s.cron, s.timezone) IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone)
         THEN EXCLUDED.next_run_at ELSE s.next_run_at END,
     cron = EXCLUDED.cron, timezone = EXCLUDED.timezone,
+    task_queue = EXCLUDED.task_queue, task_priority = EXCLUDED.task_priority,
+    task_max_attempts = EXCLUDED.task_max_attempts, task_timeout = EXCLUDED.task_timeout,
+    defined_by = ARRAY(
+        SELECT DISTINCT d FROM unnest(s.defined_by || EXCLUDED.defined_by) AS d
+        WHERE d = ANY(EXCLUDED.defined_by) OR EXISTS (
+            SELECT 1 FROM {schema}.workers w
+            WHERE w.id = d AND w.stopped_at IS NULL
+              AND w.last_seen_at >= now() - make_interval(secs => %(stale_after)s))),
     updated_at = now()
 RETURNING *;
+
+-- name: schedule_retarget
+-- Operator-stored schedules of the tasks a starting process registers take the tasks'
+-- current registration (a task moved to another queue in code takes its schedules' jobs
+-- along). Rows already up to date are not rewritten.
+UPDATE {schema}.schedules s
+SET task_queue = t.queue, task_priority = t.priority, task_max_attempts = t.max_attempts,
+    task_timeout = t.timeout, updated_at = now()
+FROM unnest(%(tasks)s::text[], %(queues)s::text[], %(priorities)s::smallint[],
+            %(max_attempts)s::integer[], %(timeouts)s::double precision[])
+     AS t(task, queue, priority, max_attempts, timeout)
+WHERE s.task = t.task AND s.origin = 'api'
+  AND (s.task_queue, s.task_priority, s.task_max_attempts, s.task_timeout)
+      IS DISTINCT FROM (t.queue, t.priority, t.max_attempts, t.timeout);
 
 -- name: schedule_now
 SELECT now() AS now;
@@ -127,10 +155,12 @@ SELECT * FROM changed;
 WITH created AS (
     INSERT INTO {schema}.schedules
         (name, task, args, cron, timezone, queue, priority, misfire, misfire_limit, overlap,
-         enabled, next_run_at, origin)
+         enabled, next_run_at, origin, task_queue, task_priority, task_max_attempts,
+         task_timeout)
     VALUES (%(name)s, %(task)s, %(args)s::jsonb, %(cron)s, %(timezone)s, %(queue)s,
             %(priority)s, %(misfire)s, %(misfire_limit)s, %(overlap)s, %(enabled)s,
-            %(next_run_at)s, 'api')
+            %(next_run_at)s, 'api', %(task_queue)s, %(task_priority)s, %(task_max_attempts)s,
+            %(task_timeout)s)
     ON CONFLICT (name) DO NOTHING
     RETURNING *
 ), audit AS (
@@ -149,7 +179,8 @@ WITH edited AS (
     UPDATE {schema}.schedules s
     SET task = %(task)s, args = %(args)s::jsonb, queue = %(queue)s, priority = %(priority)s,
         misfire = %(misfire)s, misfire_limit = %(misfire_limit)s, overlap = %(overlap)s,
-        enabled = %(enabled)s,
+        enabled = %(enabled)s, task_queue = %(task_queue)s, task_priority = %(task_priority)s,
+        task_max_attempts = %(task_max_attempts)s, task_timeout = %(task_timeout)s,
         next_run_at = CASE
             WHEN (s.cron, s.timezone) IS DISTINCT FROM (%(cron)s, %(timezone)s)
                  OR (%(enabled)s AND NOT s.enabled)
@@ -165,12 +196,32 @@ WITH edited AS (
 SELECT * FROM edited;
 
 -- name: schedule_delete
--- Delete an operator-stored schedule (origin "api"); jobs it made stay, with their
--- schedule_id, as history.
+-- Delete a schedule; jobs it made stay, with their schedule_id, as history. An
+-- operator-stored one (origin "api") always; a code-defined one only when no live worker
+-- (not stopped, seen within %(stale_after)s seconds) defines it: live code would write it
+-- back at its next start, and its code is where to change it; code that no longer runs
+-- cannot be changed, so its schedule is the operator's to remove.
 WITH gone AS (
-    DELETE FROM {schema}.schedules WHERE name = %(name)s AND origin = 'api' RETURNING name
+    DELETE FROM {schema}.schedules s
+    WHERE s.name = %(name)s
+      AND (s.origin = 'api' OR NOT EXISTS (  -- orphaned: no live process defines it
+          SELECT 1 FROM {schema}.workers w
+          WHERE w.id = ANY(s.defined_by) AND w.stopped_at IS NULL
+            AND w.last_seen_at >= now() - make_interval(secs => %(stale_after)s)))
+    RETURNING s.name, s.origin
 ), audit AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
-    SELECT %(actor)s, 'schedule.deleted', 'schedule', g.name, '{}'::jsonb FROM gone g
+    SELECT %(actor)s, 'schedule.deleted', 'schedule', g.name,
+           jsonb_build_object('origin', g.origin)
+    FROM gone g
 )
-SELECT name FROM gone;
+SELECT name, origin FROM gone;
+
+-- name: schedule_definers
+-- The live workers (see schedule_delete) that define a code schedule.
+SELECT w.id, w.host, w.pid
+FROM {schema}.schedules s
+JOIN {schema}.workers w ON w.id = ANY(s.defined_by)
+WHERE s.name = %(name)s AND w.stopped_at IS NULL
+  AND w.last_seen_at >= now() - make_interval(secs => %(stale_after)s)
+ORDER BY w.started_at;
