@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from tickwork import App, JobState
+from tickwork.db import database
 from tickwork.queue import admin
 
 HANG_GUARD = 60.0  # not a timing assertion: only stops a broken test from hanging
@@ -192,19 +193,39 @@ async def aborted_once_in_a_cycle(
     first: int,
     second: int,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> T:
     """Run ``victim`` (which locks job ``first`` then ``second``) into a deadlock with a
     rival locking them the other way round, one the database breaks by aborting the victim;
-    return what the victim returns in the end, once it is shown to have been aborted."""
+    return what the victim returns in the end, once it is shown to have been aborted once.
+
+    The victim's pause before its re-run is held until the rival has committed: a re-run
+    that came back before the rival (woken by the abort) had taken ``first`` could take it
+    instead and meet the rival in the same cycle again."""
+    rival_done = threading.Event()
+    pauses: list[int] = []
 
     def rival(conn: psycopg.Connection[Any]) -> None:
         # with a long deadlock_timeout it is never the one PostgreSQL aborts: the victim,
         # checking after its default 1 s, is
-        with conn.transaction():
-            conn.execute("SET LOCAL deadlock_timeout = '60s'")
-            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [second])
-            conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [first])
+        try:
+            with conn.transaction():
+                conn.execute("SET LOCAL deadlock_timeout = '60s'")
+                conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [second])
+                conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [first])
+        finally:
+            rival_done.set()
 
+    def pause(attempt: int) -> None:
+        pauses.append(attempt)
+        assert rival_done.wait(HANG_GUARD), "the rival never committed"
+
+    async def pause_async(attempt: int) -> None:
+        pauses.append(attempt)
+        assert await asyncio.to_thread(rival_done.wait, HANG_GUARD), "the rival never committed"
+
+    monkeypatch.setattr(database, "pause_before_retry", pause)
+    monkeypatch.setattr(database, "pause_before_retry_async", pause_async)
     caplog.set_level(logging.WARNING, logger="tickwork.db")
     with sql.transaction():
         sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [first])
@@ -216,7 +237,8 @@ async def aborted_once_in_a_cycle(
     result = await asyncio.wait_for(task, HANG_GUARD)
     await asyncio.to_thread(other.join)
     assert other.error is None
-    assert any("deadlock" in r.getMessage() for r in caplog.records)  # it was aborted once
+    assert pauses == [1]  # aborted once, paused, then ran through
+    assert any("deadlock" in r.getMessage() for r in caplog.records)
     return result
 
 
@@ -226,12 +248,15 @@ async def test_a_bulk_cancel_the_database_aborts_to_break_a_deadlock_runs_again(
     database_url: str,
     schema: str,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     first, second = await two_running_jobs(app, sql)
     pool = await app.db.async_pool()
     cancel = admin.act(pool, app.db.statements, "cancel", [first, second], "test")
 
-    states = await aborted_once_in_a_cycle(cancel, sql, database_url, schema, first, second, caplog)
+    states = await aborted_once_in_a_cycle(
+        cancel, sql, database_url, schema, first, second, caplog, monkeypatch
+    )
     assert states == {first: "RUNNING", second: "RUNNING"}  # and then did its work
     assert all(app.get_job(j).cancel_requested_at is not None for j in (first, second))
 
@@ -243,6 +268,7 @@ async def test_an_enqueue_the_database_aborts_to_break_a_deadlock_runs_again(
     database_url: str,
     schema: str,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
     facade: str,
 ) -> None:
     # A batch whose unique keys are held by existing jobs locks those jobs in input order;
@@ -261,5 +287,7 @@ async def test_an_enqueue_the_database_aborts_to_break_a_deadlock_runs_again(
         else asyncio.to_thread(app.enqueue_many, batch)
     )
 
-    jobs = await aborted_once_in_a_cycle(enqueue, sql, database_url, schema, first, second, caplog)
+    jobs = await aborted_once_in_a_cycle(
+        enqueue, sql, database_url, schema, first, second, caplog, monkeypatch
+    )
     assert [(j.id, j.duplicate) for j in jobs] == [(first, True), (second, True)]

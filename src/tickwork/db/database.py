@@ -10,7 +10,9 @@ import asyncio
 import logging
 import math
 import os
+import random
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -48,8 +50,23 @@ minutes, and after an outage the pool could wait half a minute before trying aga
 
 DEADLOCK_RETRIES = 3
 """Runs of a statement in tickwork's own transaction while the database aborts it to break a
-deadlock: each abort rolls the transaction back, so running it again is safe. (A statement
-in the caller's transaction is not re-run: the caller's transaction is aborted with it.)"""
+deadlock (or as a serialization failure): each abort rolls the transaction back, so running
+it again is safe. (A statement in the caller's transaction is not re-run: the caller's
+transaction is aborted with it.)"""
+RETRY_PAUSE = 0.02
+"""Seconds, at most, before the first re-run of an aborted statement. Run back to back, the
+re-run can take the first row again before the transaction it deadlocked with (woken by the
+abort) has it, and meet that transaction in the same cycle once more."""
+RETRY_PAUSE_GROWTH = 2.0
+"""Each further re-run waits up to this many times longer than the one before."""
+RETRY_PAUSE_JITTER = 0.5
+"""The pause is drawn between this share of its bound and the whole bound, so two statements
+aborted together do not come back together."""
+RETRIED_ABORTS: tuple[type[psycopg.Error], ...] = (
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.SerializationFailure,
+)
+"""Errors by which the database aborts a statement's transaction for another's sake."""
 
 
 def fetch(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> list[Row]:
@@ -77,16 +94,35 @@ async def fetch_tuples_async(
         return list(await cur.fetchall())
 
 
+def retry_pause(attempt: int) -> float:
+    """Seconds to wait after run ``attempt`` (1, 2, ...) of a statement the database aborted:
+    the bound grows by :data:`RETRY_PAUSE_GROWTH` a run; the pause is drawn at random between
+    :data:`RETRY_PAUSE_JITTER` of it and all of it."""
+    bound = RETRY_PAUSE * RETRY_PAUSE_GROWTH ** (attempt - 1)
+    return random.uniform(bound * RETRY_PAUSE_JITTER, bound)
+
+
+def pause_before_retry(attempt: int) -> None:
+    """Wait :func:`retry_pause` seconds before running an aborted statement again."""
+    time.sleep(retry_pause(attempt))
+
+
+async def pause_before_retry_async(attempt: int) -> None:
+    """:func:`pause_before_retry` for a coroutine."""
+    await asyncio.sleep(retry_pause(attempt))
+
+
 def retrying_deadlocks(run: Callable[[], T], operation: str) -> T:
-    """``run()``, run again (up to :data:`DEADLOCK_RETRIES` runs in all) when the database
-    aborts it to break a deadlock."""
+    """``run()``, run again after a short random pause (up to :data:`DEADLOCK_RETRIES` runs in
+    all) while the database aborts it to break a deadlock or as a serialization failure."""
     for attempt in range(1, DEADLOCK_RETRIES + 1):
         try:
             return run()
-        except psycopg.errors.DeadlockDetected:
+        except RETRIED_ABORTS as exc:
             if attempt == DEADLOCK_RETRIES:
                 raise
-            _log_deadlock(operation, attempt)
+            _log_abort(exc, operation, attempt)
+            pause_before_retry(attempt)
     raise AssertionError("unreachable")  # the last run returned or raised
 
 
@@ -95,18 +131,20 @@ async def retrying_deadlocks_async(run: Callable[[], Awaitable[T]], operation: s
     for attempt in range(1, DEADLOCK_RETRIES + 1):
         try:
             return await run()
-        except psycopg.errors.DeadlockDetected:
+        except RETRIED_ABORTS as exc:
             if attempt == DEADLOCK_RETRIES:
                 raise
-            _log_deadlock(operation, attempt)
+            _log_abort(exc, operation, attempt)
+            await pause_before_retry_async(attempt)
     raise AssertionError("unreachable")  # the last run returned or raised
 
 
-def _log_deadlock(operation: str, attempt: int) -> None:
-    log.warning(
-        "statement aborted to break a deadlock; running it again",
-        extra={"operation": operation, "run": attempt},
-    )
+def _log_abort(exc: psycopg.Error, operation: str, attempt: int) -> None:
+    if isinstance(exc, psycopg.errors.DeadlockDetected):
+        message = "statement aborted to break a deadlock; running it again"
+    else:
+        message = "statement aborted as a serialization failure; running it again"
+    log.warning(message, extra={"operation": operation, "run": attempt})
 
 
 UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
