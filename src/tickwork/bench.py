@@ -1,6 +1,11 @@
 """``tickwork bench``: throughput and latency of the job path on a real database.
 
-Workloads (each on a schema of its own, emptied first):
+A run works in a schema it makes for itself (``tickwork_bench_<random>``, or the
+``TICKWORK_SCHEMA`` named when that schema does not exist yet), marks it as its own, empties
+it before each workload and drops it at the end. It refuses a schema it did not make: its
+tables would be emptied and dropped.
+
+Workloads:
 - enqueue-single: one ``enqueue`` per transaction, one after another;
 - enqueue-batch: ``enqueue_many`` in batches of ``--batch`` jobs;
 - drain: pre-enqueued no-op jobs run by ``--processes`` worker processes (1 = in this process),
@@ -15,19 +20,26 @@ import asyncio
 import os
 import platform
 import resource
+import secrets
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import psycopg
+
 from tickwork.app import App
+from tickwork.db.database import fetch
+from tickwork.errors import ConfigError, ConflictError
 from tickwork.queue.enqueue import JobSpec
 from tickwork.worker.worker import Outcome
 
-BENCH_SCHEMA = "tickwork_bench"
+BENCH_SCHEMA_PREFIX = "tickwork_bench_"
+"""A run with no ``TICKWORK_SCHEMA`` makes a schema named this plus 8 random hex digits."""
 BENCH_QUEUE = "bench"
 WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency", "steady")
 NOOP = "bench.noop"
@@ -37,9 +49,14 @@ started_at: dict[int, float] = {}
 """Handler start times by job id (perf_counter), filled by the ``bench.stamp`` task."""
 
 
+def bench_schema() -> str:
+    """The schema a run asks for: ``TICKWORK_SCHEMA`` when set, else a new random name."""
+    return os.environ.get("TICKWORK_SCHEMA") or BENCH_SCHEMA_PREFIX + secrets.token_hex(4)
+
+
 def make_app(**overrides: Any) -> App:
-    """An App with the benchmark's tasks, on the bench schema unless told otherwise."""
-    overrides.setdefault("schema", os.environ.get("TICKWORK_SCHEMA", BENCH_SCHEMA))
+    """An App with the benchmark's tasks (on :func:`bench_schema` unless told otherwise)."""
+    overrides.setdefault("schema", bench_schema())
     app = App(**overrides)
 
     @app.task(name=NOOP, queue=BENCH_QUEUE)
@@ -96,15 +113,62 @@ def environment(app: App) -> Environment:
     )
 
 
+def _ours(conn: psycopg.Connection[Any], app: App) -> bool | None:
+    """None: no such schema; True: a bench made it (it carries the mark); False: it did not."""
+    found = fetch(conn, app.db.statements["bench_schema_owner"], {"schema": _schema(app)})
+    return bool(found[0]["ours"]) if found else None
+
+
+def _schema(app: App) -> str:
+    return app.settings.schema_name
+
+
+def _refused(app: App) -> ConfigError:
+    return ConfigError(
+        f"schema ({_schema(app)!r}) was not made by tickwork bench: bench empties and drops "
+        "its schema, so it runs only in one it makes; unset TICKWORK_SCHEMA (it then makes "
+        "one) or name a schema that does not exist"
+    )
+
+
+@contextmanager
+def own_schema(app: App) -> Iterator[None]:
+    """Make the app's schema, marked as the bench's, for the length of the block, then close
+    the app and drop the schema. A marked schema left by a killed run is dropped and made
+    again; a schema without the mark is refused (:class:`ConfigError`) and left untouched."""
+    statements = app.db.statements
+    with app.db.connect() as own:  # holds the bench's lock until the schema is dropped
+        if not fetch(own, statements["bench_lock"], {"schema": _schema(app)})[0]["locked"]:
+            raise ConflictError(
+                f"another tickwork bench is running in schema {_schema(app)!r}; wait for it to end"
+            )
+        ours = _ours(own, app)
+        if ours is False:
+            raise _refused(app)
+        if ours:
+            fetch(own, statements["bench_schema_drop"], {})  # left by a run that was killed
+        try:
+            with own.transaction():
+                fetch(own, statements["bench_schema_create"], {})
+                fetch(own, statements["bench_schema_mark"], {})
+        except psycopg.errors.DuplicateSchema:
+            raise _refused(app) from None  # made by someone else since it was looked up
+        try:
+            yield
+        finally:
+            app.close()
+            fetch(own, statements["bench_schema_drop"], {})
+
+
 def reset(app: App) -> None:
-    """Migrate the bench schema and empty it."""
-    app.migrate()
-    schema = app.settings.schema_name
+    """Migrate the bench schema and empty it (refused unless a bench made the schema)."""
     with app.db.pool().connection() as conn:
-        conn.execute(
-            f"TRUNCATE {schema}.audit_events, {schema}.executions, {schema}.jobs,"
-            f" {schema}.workers RESTART IDENTITY CASCADE"
-        )
+        if not _ours(conn, app):
+            raise _refused(app)
+    app.migrate()
+    schema = _schema(app)
+    with app.db.pool().connection() as conn:
+        fetch(conn, app.db.statements["bench_truncate"], {})
         conn.execute(f"VACUUM ANALYZE {schema}.jobs")
         conn.execute(f"VACUUM ANALYZE {schema}.executions")
 
@@ -407,33 +471,39 @@ def run(
     progress_factory: Callable[[str, int], Callable[[int], None]],
     app: App | None = None,
 ) -> tuple[Environment, list[BenchResult]]:
-    """Run the chosen workloads; ``progress_factory(name, total)`` returns a progress hook."""
+    """Run the chosen workloads in a schema made for the run and dropped after it (see
+    :func:`own_schema`); ``progress_factory(name, total)`` returns a progress hook."""
     the_app = app or make_app()
     try:
-        env = environment(the_app)
-        results = []
-        for name in workloads:
-            if name == "enqueue-single":
-                single = min(jobs, 5000)
-                results.append(
-                    bench_enqueue_single(the_app, single, progress_factory(name, single))
-                )
-            elif name == "enqueue-batch":
-                results.append(
-                    bench_enqueue_batch(the_app, jobs, batch, progress_factory(name, jobs))
-                )
-            elif name == "drain":
-                results.append(
-                    bench_drain(the_app, jobs, concurrency, processes, progress_factory(name, jobs))
-                )
-            elif name == "steady":
-                hook = progress_factory(name, int(duration))
-                results.append(bench_steady(the_app, steady_rate, duration, concurrency, hook))
-            elif name == "latency":
-                results.append(
-                    bench_latency(the_app, latency_jobs, rate, progress_factory(name, latency_jobs))
-                )
-        return env, results
+        with own_schema(the_app):
+            env = environment(the_app)
+            results = []
+            for name in workloads:
+                if name == "enqueue-single":
+                    single = min(jobs, 5000)
+                    results.append(
+                        bench_enqueue_single(the_app, single, progress_factory(name, single))
+                    )
+                elif name == "enqueue-batch":
+                    results.append(
+                        bench_enqueue_batch(the_app, jobs, batch, progress_factory(name, jobs))
+                    )
+                elif name == "drain":
+                    results.append(
+                        bench_drain(
+                            the_app, jobs, concurrency, processes, progress_factory(name, jobs)
+                        )
+                    )
+                elif name == "steady":
+                    hook = progress_factory(name, int(duration))
+                    results.append(bench_steady(the_app, steady_rate, duration, concurrency, hook))
+                elif name == "latency":
+                    results.append(
+                        bench_latency(
+                            the_app, latency_jobs, rate, progress_factory(name, latency_jobs)
+                        )
+                    )
+            return env, results
     finally:
         the_app.close()
 

@@ -146,7 +146,8 @@ def bench(
     duration: Annotated[float, typer.Option(help="Seconds (steady).", min=10)] = 1800.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """Measure enqueue, drain and pickup latency (on the embedded database by default)."""
+    """Measure enqueue, drain and pickup latency (on the embedded database by default), in a
+    schema the run makes for itself and drops at the end."""
     import json
 
     from rich.console import Console

@@ -89,6 +89,16 @@ def test_bench_runs_every_workload_and_prints_json(bench_env: dict[str, str]) ->
     assert by_name["latency"]["details"]["p99_ms"] >= by_name["latency"]["details"]["p50_ms"]
 
 
+def test_bench_refuses_a_schema_it_did_not_make_in_one_line(db_env: dict[str, str]) -> None:
+    # the test schema: migrated by the session, not made by a bench
+    done = tickwork(db_env, "bench", "-w", "enqueue-single", "--jobs", "10")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    schema = db_env["TICKWORK_SCHEMA"]
+    assert lines[0].startswith(f"error: schema ('{schema}') was not made by tickwork bench")
+
+
 def test_bad_options_get_a_clear_error(db_env: dict[str, str]) -> None:
     done = tickwork(db_env, "bench", "--workload", "sprint")
     assert done.returncode != 0
