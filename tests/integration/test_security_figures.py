@@ -414,7 +414,8 @@ exist), so a route added later is called without changing this file."""
 
 
 def concrete(api: Api, method: str, path: str) -> str:
-    spec = api.api.openapi()["paths"][path][method.lower()]
+    # the docs' routes are not in the document: their parameters keep their names
+    spec = api.api.openapi()["paths"].get(path, {}).get(method.lower(), {})
     for parameter in spec.get("parameters", []):
         if parameter["in"] != "path":
             continue

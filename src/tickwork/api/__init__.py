@@ -1,7 +1,8 @@
 """The REST API: FastAPI routers per resource, the route-to-role table, problem details.
 
 ``create_api(app, auth, pool)`` builds the ASGI application; ``tickwork serve`` runs it.
-OpenAPI is at ``/api/openapi.json``, interactive docs at ``/api/docs``.
+OpenAPI is at ``/api/openapi.json``, interactive docs at ``/api/docs`` (served with their
+assets by :mod:`tickwork.api.docs`, no CDN); ``/`` sends a browser to the docs.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI
 
-from tickwork.api import identity, jobs, schedules, system
+from tickwork.api import docs, identity, jobs, schedules, system
 from tickwork.api import signals as signal_routes
 from tickwork.api.gate import BODY_BUDGET_BYTES, Gate
 from tickwork.api.inputs import refuse_unstorable_parameters
@@ -40,8 +41,8 @@ def create_api(
         redirect_slashes=False,  # a redirect would name the Host header the client sent
         version=_version(),
         summary="PostgreSQL-native background work: jobs, schedules and their control plane.",
-        openapi_url="/api/openapi.json",
-        docs_url="/api/docs",
+        openapi_url=docs.OPENAPI_PATH,
+        docs_url=None,  # tickwork.api.docs serves it, with Swagger UI's files
         redoc_url=None,
         dependencies=[Depends(authorize), Depends(refuse_unstorable_parameters)],
         responses=RESPONSES,
@@ -49,6 +50,7 @@ def create_api(
     api.state.services = Services(app, auth, pool, signals)
     for module in (identity, jobs, schedules, system, signal_routes):
         api.include_router(module.router)
+    docs.install(api)
     install(api)
     check_table(api)
     api.add_middleware(
@@ -63,7 +65,8 @@ def create_api(
         ref_template="#/components/schemas/{model}"
     )
     for (method, path), role in ROUTE_ROLES.items():
-        if role is PUBLIC:  # the bearer scheme is on every route (authorize); these need none
+        # the bearer scheme is on every route (authorize); these need none
+        if role is PUBLIC and path in schema["paths"]:  # (the docs are not in the document)
             schema["paths"][path][method.lower()]["security"] = []
     return api
 

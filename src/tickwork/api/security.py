@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.routing import Route
 
 from tickwork.auth import Principal, Role
 from tickwork.errors import AuthError, PermissionDenied
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from tickwork.signals.runtime import SignalRuntime
 
 PUBLIC = None
-"""No authentication: login, refresh, logout, accepting an invite, health and metrics."""
+"""No authentication: login, refresh, logout, accepting an invite, health, metrics and the
+API docs."""
 VIEWER, OPERATOR, ADMIN = Role.VIEWER, Role.OPERATOR, Role.ADMIN
 
 ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
@@ -98,6 +100,11 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/healthz"): PUBLIC,
     ("GET", "/readyz"): PUBLIC,
     ("GET", "/metrics"): PUBLIC,
+    # the API's description (not in its OpenAPI document), and / which leads a browser to it
+    ("GET", "/api/openapi.json"): PUBLIC,
+    ("GET", "/api/docs"): PUBLIC,
+    ("GET", "/api/docs/assets/{name}"): PUBLIC,
+    ("GET", "/"): PUBLIC,
 }
 
 
@@ -149,12 +156,22 @@ def caller(request: Request) -> Principal:
 
 
 def api_routes(api: FastAPI) -> set[tuple[str, str]]:
-    """Every (method, path template) the API serves (read from its OpenAPI document)."""
-    return {
+    """Every (method, path template) the API serves: the operations of its OpenAPI document,
+    and the routes on the app itself that the document leaves out (the docs, the document
+    itself). HEAD, which a plain route answers beside GET, counts as the GET."""
+    documented = {
         (method.upper(), path)
         for path, operations in api.openapi()["paths"].items()
         for method in operations
     }
+    direct = {
+        (method, route.path)
+        for route in api.routes
+        if isinstance(route, Route)  # an APIRoute is one too
+        for method in route.methods or ()
+        if method != "HEAD"
+    }
+    return documented | direct
 
 
 def check_table(api: FastAPI) -> None:
