@@ -25,16 +25,14 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import psycopg
-
 from tickwork.app import App
 from tickwork.db.database import fetch
-from tickwork.errors import ConfigError, ConflictError
+from tickwork.db.scratch import is_scratch, refusal, scratch_schema
 from tickwork.queue.enqueue import JobSpec
 from tickwork.worker.worker import Outcome
 
@@ -113,62 +111,21 @@ def environment(app: App) -> Environment:
     )
 
 
-def _ours(conn: psycopg.Connection[Any], app: App) -> bool | None:
-    """None: no such schema; True: a bench made it (it carries the mark); False: it did not."""
-    found = fetch(conn, app.db.statements["bench_schema_owner"], {"schema": _schema(app)})
-    return bool(found[0]["ours"]) if found else None
-
-
-def _schema(app: App) -> str:
-    return app.settings.schema_name
-
-
-def _refused(app: App) -> ConfigError:
-    return ConfigError(
-        f"schema ({_schema(app)!r}) was not made by tickwork bench: bench empties and drops "
-        "its schema, so it runs only in one it makes; unset TICKWORK_SCHEMA (it then makes "
-        "one) or name a schema that does not exist"
-    )
-
-
-@contextmanager
-def own_schema(app: App) -> Iterator[None]:
-    """Make the app's schema, marked as the bench's, for the length of the block, then close
-    the app and drop the schema. A marked schema left by a killed run is dropped and made
-    again; a schema without the mark is refused (:class:`ConfigError`) and left untouched."""
-    statements = app.db.statements
-    with app.db.connect() as own:  # holds the bench's lock until the schema is dropped
-        if not fetch(own, statements["bench_lock"], {"schema": _schema(app)})[0]["locked"]:
-            raise ConflictError(
-                f"another tickwork bench is running in schema {_schema(app)!r}; wait for it to end"
-            )
-        ours = _ours(own, app)
-        if ours is False:
-            raise _refused(app)
-        if ours:
-            fetch(own, statements["bench_schema_drop"], {})  # left by a run that was killed
-        try:
-            with own.transaction():
-                fetch(own, statements["bench_schema_create"], {})
-                fetch(own, statements["bench_schema_mark"], {})
-        except psycopg.errors.DuplicateSchema:
-            raise _refused(app) from None  # made by someone else since it was looked up
-        try:
-            yield
-        finally:
-            app.close()
-            fetch(own, statements["bench_schema_drop"], {})
+def own_schema(app: App) -> AbstractContextManager[None]:
+    """The app's schema as the bench's own for the length of the block (see
+    :mod:`tickwork.db.scratch`)."""
+    return scratch_schema(app, "bench")
 
 
 def reset(app: App) -> None:
     """Migrate the bench schema and empty it (refused unless a bench made the schema)."""
     with app.db.pool().connection() as conn:
-        if not _ours(conn, app):
-            raise _refused(app)
+        if not is_scratch(conn, app):
+            raise refusal(app, "bench")
     app.migrate()
-    schema = _schema(app)
+    schema = app.settings.schema_name
     with app.db.pool().connection() as conn:
-        fetch(conn, app.db.statements["bench_truncate"], {})
+        fetch(conn, app.db.statements["scratch_truncate"], {})
         conn.execute(f"VACUUM ANALYZE {schema}.jobs")
         conn.execute(f"VACUUM ANALYZE {schema}.executions")
 

@@ -23,8 +23,7 @@ from rich.table import Table
 
 from tickwork.app import App
 from tickwork.config import load_settings
-from tickwork.db.database import fetch
-from tickwork.errors import ConflictError
+from tickwork.db.scratch import scratch_schema
 from tickwork.leases import Role
 from tickwork.queue.backoff import FixedBackoff
 from tickwork.signals import Reactor, ReactorContext, Signal
@@ -215,18 +214,8 @@ def run_demo() -> None:
         f"[bold]tickwork demo[/] on {where}, in a schema of its own ({schema!r}, dropped "
         "when the demo ends)"
     )
-    statements = app.db.statements
-    with app.db.connect() as own:  # holds the demo's lock until the schema is dropped
-        if not fetch(own, statements["demo_lock"], {"schema": schema})[0]["locked"]:
-            raise ConflictError(
-                f"another tickwork demo is running in schema {schema!r}; wait for it to end"
-            )
-        fetch(own, statements["demo_drop_schema"], {})  # left by a run that was killed
-        try:
-            _run_and_print(app, slow_started, console)
-        finally:
-            app.close()
-            fetch(own, statements["demo_drop_schema"], {})
+    with scratch_schema(app, "demo"):
+        _run_and_print(app, slow_started, console)
 
 
 def _run_and_print(app: App, slow_started: asyncio.Event, console: Console) -> None:

@@ -1,4 +1,5 @@
-"""``tickwork bench`` runs only in a schema it made for itself, and drops it at the end."""
+"""``tickwork bench`` (and ``tickwork demo``) run only in a schema made for the run, and
+drop it at the end."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import psycopg
 import pytest
 
 from tickwork import App, bench
+from tickwork.db.scratch import scratch_schema
+from tickwork.demo import demo_schema
 from tickwork.errors import ConfigError, ConflictError
 
 
@@ -67,9 +70,7 @@ def test_a_bench_run_makes_its_own_schema_and_leaves_none_behind(
 
     results = run_enqueue_single(app, progress_factory)
     assert [r.jobs for r in results] == [10]
-    assert during and during[0] == [
-        ("made by tickwork bench for one run; dropped when the run ends",)
-    ]
+    assert during and during[0] == [("made by tickwork for one run; dropped when the run ends",)]
     assert schema_mark(database_url, made) == []  # dropped at the end
 
 
@@ -79,8 +80,8 @@ def test_a_schema_left_by_a_killed_run_is_taken_over_and_dropped(
     left = f"{schema}_bench_left"
     app = bench.make_app(database_url=database_url, schema=left)
     with psycopg.connect(database_url, autocommit=True) as conn, conn.transaction():
-        conn.execute(app.db.statements["bench_schema_create"])
-        conn.execute(app.db.statements["bench_schema_mark"])
+        conn.execute(app.db.statements["scratch_create"])
+        conn.execute(app.db.statements["scratch_mark"])
         conn.execute(f"CREATE TABLE {left}.leftover (id int)")
     run_enqueue_single(app)
     assert schema_mark(database_url, left) == []
@@ -91,7 +92,29 @@ def test_a_second_bench_on_the_same_schema_is_refused(database_url: str, schema:
     app = bench.make_app(database_url=database_url, schema=busy)
     with psycopg.connect(database_url, autocommit=True) as first:
         # the lock a running bench holds on its schema
-        first.execute(app.db.statements["bench_lock"], {"schema": busy})
+        first.execute(app.db.statements["scratch_lock"], {"schema": busy})
         with pytest.raises(ConflictError, match="another tickwork bench is running"):
             run_enqueue_single(app)
     assert schema_mark(database_url, busy) == []  # the refused run made nothing
+
+
+def test_the_demo_refuses_a_schema_of_its_name_that_it_did_not_make(
+    database_url: str, schema: str
+) -> None:
+    taken = demo_schema(f"{schema}_user")  # a user's schema that happens to have the name
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {taken}")
+        conn.execute(f"CREATE TABLE {taken}.precious (id int)")
+    try:
+        app = App(database_url=database_url, schema=taken)
+        with (
+            pytest.raises(ConfigError, match="was not made by tickwork demo"),
+            scratch_schema(app, "demo"),
+        ):
+            raise AssertionError("the demo must not start")
+        assert schema_mark(database_url, taken) == [(None,)]
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            assert conn.execute(f"SELECT count(*) FROM {taken}.precious").fetchone() == (0,)
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {taken} CASCADE")
