@@ -52,6 +52,7 @@ from tickwork.queue.enqueue import (
     encode_args,
     insert_plan,
     sync_connection,
+    unregistered_row,
 )
 from tickwork.signals.publisher import Signals
 from tickwork.signals.reactor import Reactor, Reactors
@@ -300,12 +301,20 @@ class App:
 
     # -- enqueue ------------------------------------------------------------------------
 
-    def _rows(self, specs: Iterable[JobSpec | Mapping[str, Any]], created_by: str) -> list[JobRow]:
+    def _rows(
+        self,
+        specs: Iterable[JobSpec | Mapping[str, Any]],
+        created_by: str,
+        any_task: bool = False,
+    ) -> list[JobRow]:
         out = []
         tasks = self.tasks
         for index, item in enumerate(specs):
             spec = item if type(item) is JobSpec else _as_spec(item, index)
             task = tasks.get(spec.task)
+            if task is None and any_task:
+                out.append(unregistered_row(spec, created_by))
+                continue
             out.append((task or self.get_task(spec.task)).row(spec, created_by))
         return out
 
@@ -355,9 +364,15 @@ class App:
         *,
         conn: Any = None,
         created_by: str = DEFAULT_CREATED_BY,
+        any_task: bool = False,
     ) -> list[Job]:
-        """Enqueue a batch in one round trip; results are in input order. All or nothing."""
-        job_rows = self._rows(jobs, created_by)
+        """Enqueue a batch in one round trip; results are in input order. All or nothing.
+
+        With ``any_task=True`` a job of a task this app does not define is enqueued too, by
+        name, for a worker that defines it: the options it leaves unset take the defaults
+        (queue ``default``, ...), and its arguments are checked by that worker only.
+        """
+        job_rows = self._rows(jobs, created_by, any_task)
         if not job_rows:
             return []
         plan = insert_plan(job_rows)
@@ -388,9 +403,10 @@ class App:
         *,
         conn: Any = None,
         created_by: str = DEFAULT_CREATED_BY,
+        any_task: bool = False,
     ) -> list[Job]:
         """Async :meth:`enqueue_many`."""
-        job_rows = self._rows(jobs, created_by)
+        job_rows = self._rows(jobs, created_by, any_task)
         if not job_rows:
             return []
         plan = insert_plan(job_rows)

@@ -1,24 +1,61 @@
-"""The ``tickwork`` command line."""
+"""The ``tickwork`` command line.
+
+Exit codes: 0 done; 1 ``doctor`` found something to warn about; 2 a usage error or an error
+tickwork reports in one line (``error: ...`` on stderr); 4 ``serve`` cannot listen on the
+API's address (:data:`tickwork.serve.EXIT_CANNOT_LISTEN`).
+"""
 
 from __future__ import annotations
 
 import getpass
 import importlib
+import json
+import os
 import sys
 from collections.abc import Callable
-from typing import Annotated
+from importlib.metadata import version
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.core
 
 from tickwork import logs
 from tickwork.app import App
-from tickwork.errors import TickworkError
+from tickwork.errors import ConfigError, TickworkError
+from tickwork.serve import EXIT_CANNOT_LISTEN, ROLES, CannotListen
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency", "steady")
 _DEFAULT_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency")
 
+
+class Group(typer.core.TyperGroup):
+    """typer's command group, with help that shows no value hint beside a flag: typer shows
+    ``<bool>`` beside every flag, ``--help`` included, as if it took a value. Every group of
+    the ``tickwork`` command line is one (``typer.Typer(cls=Group)``)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _without_flag_hints(super().get_params(ctx))
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None and not isinstance(found, Group):
+            _without_flag_hints(found.get_params(ctx))  # its --help option included
+        return found
+
+
+def _without_flag_hints(params: list[Any]) -> list[Any]:
+    for param in params:
+        if isinstance(param, typer.core.TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""  # the help's type column shows this instead of <bool>
+    return params
+
+
 cli = typer.Typer(
     name="tickwork",
+    cls=Group,
     help="PostgreSQL-native background work: jobs, workers and their control.",
     no_args_is_help=True,
     add_completion=False,
@@ -32,26 +69,58 @@ AppOption = Annotated[
     ),
 ]
 LogLevel = Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING or ERROR.")]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON (the API's shape) instead of a table.")
+]
+
+PIPED_WIDTH = 1_000
+"""Columns output may take when it is not a terminal (a pipe, a file): rich would cut it at
+80, and tables take only the columns they need."""
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A rich console; one writing to a pipe or a file is not cut to 80 columns."""
+    from rich.console import Console
+
+    out = Console(stderr=stderr)
+    return out if out.is_terminal else Console(stderr=stderr, width=PIPED_WIDTH)
+
+
+def print_json(data: object) -> None:
+    """``data`` as indented JSON on stdout."""
+    typer.echo(json.dumps(data, indent=2))
 
 
 def load_app(path: str | None) -> App:
-    """Import ``module:attribute``; with no path, a bare App from the settings."""
+    """The App of ``--app module:attribute`` (every command loads it here); with no path, a
+    bare App from the settings. The module is looked for in the current directory first, as
+    ``python -m`` does. A bad path is a :class:`ConfigError` naming it (one line, exit 2)."""
     if path is None:
         return App()
     module_name, _, attribute = path.partition(":")
     if not module_name or not attribute:
-        raise typer.BadParameter(f"--app ({path!r}) must look like 'module:attribute'")
-    if "." not in sys.path and "" not in sys.path:
-        sys.path.insert(0, ".")  # the console script's path is its own bin/, not the cwd
+        raise ConfigError(f"--app ({path!r}) must look like 'module:attribute' (e.g. jobs:app)")
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)  # the console script's path is its own bin/, not the cwd
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
+            raise ConfigError(
+                f"--app ({path!r}): no module {exc.name!r} in the current directory ({here}) "
+                "or on the Python path"
+            ) from None
+        raise ConfigError(f"--app ({path!r}): importing {module_name!r} failed: {exc}") from None
     except ImportError as exc:
-        raise typer.BadParameter(
-            f"--app ({path!r}): cannot import {module_name!r}: {exc}"
-        ) from None
-    found = getattr(module, attribute, None)
+        raise ConfigError(f"--app ({path!r}): importing {module_name!r} failed: {exc}") from None
+    if not hasattr(module, attribute):
+        raise ConfigError(f"--app ({path!r}): module {module_name!r} has no {attribute!r}")
+    found = getattr(module, attribute)
     if not isinstance(found, App):
-        raise typer.BadParameter(f"--app ({path!r}): {attribute!r} is not a tickwork App")
+        raise ConfigError(
+            f"--app ({path!r}): {attribute!r} is a {type(found).__name__}, not a tickwork App"
+        )
     return found
 
 
@@ -62,6 +131,24 @@ def cli_actor() -> str:
     except (KeyError, OSError):  # no login name in the environment nor the password database
         user = "unknown"
     return f"cli:{user}"
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"tickwork {version('tickwork')}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """PostgreSQL-native background work: jobs, workers and their control."""
 
 
 @cli.command()
@@ -97,7 +184,7 @@ def serve(
         str | None,
         typer.Option(
             "--roles",
-            help="Comma-separated: api, executor, scheduler, watchdog, retention (default: all).",
+            help=f"Comma-separated: {', '.join(ROLES)} (default: all).",
         ),
     ] = None,
     queues: Annotated[
@@ -110,14 +197,19 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port the API listens on.")] = None,
     log_level: LogLevel = "INFO",
 ) -> None:
-    """Run the API and the background services (the embedded database when no URL is set)."""
+    """Run the API and the background services (the embedded database when no URL is set).
+    Exit code 4 when the API's address cannot be listened on (nothing is started)."""
     from tickwork import serve as serving
 
     logs.configure(log_level)
     the_app = load_app(app)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
     options = serving.ServeOptions(serving.parse_roles(roles), names, concurrency, host, port)
-    serving.run(the_app, options)
+    try:
+        serving.run(the_app, options)
+    except CannotListen as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_CANNOT_LISTEN) from None
 
 
 @cli.command()
@@ -148,9 +240,6 @@ def bench(
 ) -> None:
     """Measure enqueue, drain and pickup latency (on the embedded database by default), in a
     schema the run makes for itself and drops at the end."""
-    import json
-
-    from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
 
@@ -163,8 +252,8 @@ def bench(
                 f"--workload ({name!r}) must be one of {', '.join(_WORKLOADS)}"
             )
     logs.configure("ERROR")
-    console = Console(stderr=as_json)
-    with Progress(console=console, transient=True) as progress:
+    out = console(stderr=as_json)
+    with Progress(console=out, transient=True) as progress:
 
         def factory(name: str, total: int) -> Callable[[int], None]:
             task = progress.add_task(name, total=total)
@@ -183,10 +272,10 @@ def bench(
             steady_rate=steady_rate,
         )
     if as_json:
-        typer.echo(json.dumps(bench_module.as_json(env, results), indent=2))
+        print_json(bench_module.as_json(env, results))
         return
     settings = ", ".join(f"{k}={v}" for k, v in env.settings.items())
-    console.print(
+    out.print(
         f"PostgreSQL {env.postgres} ({settings}); Python {env.python}, "
         f"{env.cpus} CPUs, {env.machine}"
     )
@@ -197,7 +286,7 @@ def bench(
         details = ", ".join(f"{k}={v}" for k, v in r.details.items() if k != "samples")
         rate_text = "-" if r.workload == "latency" else f"{r.per_second:,.0f}"
         table.add_row(r.workload, f"{r.jobs:,}", f"{r.seconds:.2f}", rate_text, details)
-    console.print(table)
+    out.print(table)
 
 
 @cli.command()
@@ -206,14 +295,22 @@ def doctor(
     xmin_warning: Annotated[
         float, typer.Option(help="Warn when a transaction holds back vacuum this long (s).")
     ] = 300.0,
+    as_json: JsonOption = False,
 ) -> None:
     """Table sizes, dead tuples, HOT updates and what holds back vacuum; exit 1 on warnings."""
-    from rich.console import Console
+    from pydantic import TypeAdapter
     from rich.table import Table
+
+    from tickwork.health import Health
 
     logs.configure("ERROR")
     report = load_app(app).health(xmin_warning_seconds=xmin_warning)
-    console = Console()
+    if as_json:
+        print_json(TypeAdapter(Health).dump_python(report, mode="json"))
+        if report.warnings:
+            raise typer.Exit(1)
+        return
+    out = console()
     tables = Table(title="tables")
     for column in ("table", "live", "dead", "HOT updates", "table size", "index size", "vacuumed"):
         tables.add_column(column)
@@ -229,24 +326,24 @@ def doctor(
             _size(t.index_bytes),
             vacuumed,
         )
-    console.print(tables)
+    out.print(tables)
     indexes = Table(title="indexes")
     for column in ("table", "index", "size", "scans"):
         indexes.add_column(column)
     for i in report.indexes:
         indexes.add_row(i.table, i.name, _size(i.bytes), f"{i.scans:,}")
-    console.print(indexes)
+    out.print(indexes)
     oldest = report.oldest_xmin
     if oldest is None:
-        console.print("xmin horizon: no open snapshot holds back vacuum")
+        out.print("xmin horizon: no open snapshot holds back vacuum")
     else:
         age = "?" if oldest.age_seconds is None else f"{oldest.age_seconds:.0f}s"
-        console.print(
+        out.print(
             f"xmin horizon: {oldest.holder} {oldest.detail}, open {age}, "
             f"{oldest.xmin_age:,} transactions behind"
         )
     for warning in report.warnings:
-        console.print(f"[bold yellow]warning:[/] {warning}")
+        out.print(f"[bold yellow]warning:[/] {warning}")
     if report.warnings:
         raise typer.Exit(1)
 
@@ -260,21 +357,28 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-schedules_cli = typer.Typer(help="List, pause, resume, trigger and delete stored schedules.")
+schedules_cli = typer.Typer(
+    help="List, pause, resume, trigger and delete stored schedules.", cls=Group
+)
 cli.add_typer(schedules_cli, name="schedules")
 
 
 @schedules_cli.command("list")
-def schedules_list(app: AppOption = None) -> None:
+def schedules_list(app: AppOption = None, as_json: JsonOption = False) -> None:
     """Every stored schedule with its next fire time."""
-    from rich.console import Console
     from rich.table import Table
 
+    from tickwork.api.schemas import ScheduleOut
+
     logs.configure("ERROR")
+    stored = load_app(app).list_schedules()
+    if as_json:
+        print_json([ScheduleOut.model_validate(s).model_dump(mode="json") for s in stored])
+        return
     table = Table(title="schedules")
     for column in ("name", "task", "cron", "timezone", "state", "next run (UTC)", "last fire"):
         table.add_column(column)
-    for s in load_app(app).list_schedules():
+    for s in stored:
         state = "paused" if s.paused else ("enabled" if s.enabled else "disabled")
         last = s.last_fire_at.isoformat(timespec="seconds") if s.last_fire_at else "-"
         table.add_row(
@@ -286,7 +390,7 @@ def schedules_list(app: AppOption = None) -> None:
             s.next_run_at.isoformat(timespec="seconds"),
             last,
         )
-    Console().print(table)
+    console().print(table)
 
 
 def _schedule_change(app: str | None, name: str, change: str) -> None:

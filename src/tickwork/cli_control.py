@@ -24,33 +24,35 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork import logs
 from tickwork.app import App
+from tickwork.audit import audit_append
 from tickwork.auth import AuthService, User
 from tickwork.auth.service import GENERATED_PASSWORD_BYTES
-from tickwork.cli import AppOption, cli, cli_actor, load_app
+from tickwork.cli import AppOption, Group, JsonOption, cli, cli_actor, console, load_app, print_json
 from tickwork.db.database import database_error
-from tickwork.errors import NotFoundError
+from tickwork.errors import ConfigError, NotFoundError
 from tickwork.queue import admin
-from tickwork.types import ErrorInfo, Progress
+from tickwork.queue.enqueue import JobSpec
+from tickwork.queue.rows import summarised
+from tickwork.types import ErrorInfo, Job, Progress
 
 T = TypeVar("T")
 
-_PIPED_WIDTH = 1_000
-"""Columns a table may use when the output is not a terminal (tables take only what they
-need)."""
-
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print JSON (the API's shape) instead of a table.")
-]
 JobId = Annotated[int, typer.Argument(metavar="ID", help="The job's id.")]
 UserKey = Annotated[str, typer.Argument(metavar="EMAIL_OR_ID", help="The user's email or id.")]
 
 users_cli = typer.Typer(
-    help="Create users, list them, change their role, disable them.", no_args_is_help=True
+    help="Create users, list them, change their role or password, disable them.",
+    no_args_is_help=True,
+    cls=Group,
 )
 jobs_cli = typer.Typer(
-    help="List jobs, show one with its attempts, retry or cancel it.", no_args_is_help=True
+    help="List jobs, show one with its attempts, enqueue, retry or cancel one.",
+    no_args_is_help=True,
+    cls=Group,
 )
-queues_cli = typer.Typer(help="Queue statistics; pause and resume queues.", no_args_is_help=True)
+queues_cli = typer.Typer(
+    help="Queue statistics; pause and resume queues.", no_args_is_help=True, cls=Group
+)
 cli.add_typer(users_cli, name="users")
 cli.add_typer(jobs_cli, name="jobs")
 cli.add_typer(queues_cli, name="queues")
@@ -87,12 +89,7 @@ def _run_auth(app: str | None, work: Callable[[AuthService], Awaitable[T]]) -> T
     return _run(app, with_auth)
 
 
-def _print_json(data: object) -> None:
-    typer.echo(json.dumps(data, indent=2))
-
-
 def _print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
@@ -101,10 +98,7 @@ def _print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str
         table.add_column(column, overflow="fold", min_width=max(map(len, column.split())))
     for row in rows:
         table.add_row(*row)
-    console = Console()
-    if not console.is_terminal:  # piped: a line per row, not wrapped at 80 columns
-        console = Console(width=_PIPED_WIDTH)
-    console.print(table)
+    console().print(table)  # piped: a line per row, not wrapped at 80 columns
 
 
 def _time(value: datetime | None) -> str:
@@ -166,7 +160,7 @@ def users_list(as_json: JsonOption = False, app: AppOption = None) -> None:
 
     users = _run_auth(app, lambda auth: auth.list_users())
     if as_json:
-        _print_json([UserOut.model_validate(u).model_dump(mode="json") for u in users])
+        print_json([UserOut.model_validate(u).model_dump(mode="json") for u in users])
         return
     _print_table(
         "users",
@@ -201,6 +195,24 @@ def users_set_role(
 
     user = _run_auth(app, change)
     typer.echo(f"user {user.id} ({user.email}) is now {user.role.name}")
+
+
+@users_cli.command("set-password")
+def users_set_password(email_or_id: UserKey, app: AppOption = None) -> None:
+    """Set a user's password, read from standard input: typed without echo at a terminal,
+    else its first line. The same policy as a change through the API; their sessions end."""
+    if sys.stdin.isatty():
+        password: str = typer.prompt("New password", hide_input=True, confirmation_prompt=True)
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")  # the line end is the shell's
+    actor = cli_actor()
+
+    async def change(auth: AuthService) -> User:
+        user = await _find_user(auth, email_or_id)
+        return await auth.set_password(user.id, password, actor)
+
+    user = _run_auth(app, change)
+    typer.echo(f"password of user {user.id} ({user.email}) set; their sessions have ended")
 
 
 @users_cli.command("disable")
@@ -256,7 +268,7 @@ def jobs_list(
         ),
     )
     if as_json:
-        _print_json(JobPage.model_validate(page).model_dump(mode="json"))
+        print_json(JobPage.model_validate(page).model_dump(mode="json"))
         return
     _print_table(
         "jobs",
@@ -301,7 +313,7 @@ def jobs_show(job_id: JobId, as_json: JsonOption = False, app: AppOption = None)
         executions = the_app.list_executions(job_id)
     if as_json:
         detail = JobOut.model_validate(job).model_dump() | {"executions": executions}
-        _print_json(JobDetailOut.model_validate(detail).model_dump(mode="json"))
+        print_json(JobDetailOut.model_validate(detail).model_dump(mode="json"))
         return
     fields = {
         "state": job.state.value,
@@ -346,6 +358,100 @@ def jobs_show(job_id: JobId, as_json: JsonOption = False, app: AppOption = None)
         typer.echo(job.error.traceback.rstrip())
 
 
+def _json_object(option: str, text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{option} ({text!r}) is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{option} ({text!r}) must be a JSON object of argument names to values")
+    return value
+
+
+def _instant(option: str, text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"{option} ({text!r}) must be an ISO 8601 time, e.g. 2030-01-31T09:00:00Z"
+        ) from None
+    if when.tzinfo is None:
+        raise ConfigError(f"{option} ({text!r}) needs a time zone, e.g. Z or +01:00 at its end")
+    return when
+
+
+@jobs_cli.command("enqueue")
+def jobs_enqueue(
+    task: Annotated[
+        str,
+        typer.Argument(
+            metavar="TASK",
+            help="The task's name; --app need not define it (a worker that does runs the job).",
+        ),
+    ],
+    args: Annotated[str, typer.Option("--args", help="Keyword arguments as a JSON object.")] = "{}",
+    queue: Annotated[
+        str | None,
+        typer.Option(
+            "--queue", "-q", help="Queue (default: the task's; 'default' if --app lacks it)."
+        ),
+    ] = None,
+    priority: Annotated[
+        int | None, typer.Option("--priority", "-p", help="-100 to 100, higher runs first.")
+    ] = None,
+    run_at: Annotated[
+        str | None,
+        typer.Option("--run-at", help="Earliest start, ISO 8601 with a time zone."),
+    ] = None,
+    unique_key: Annotated[
+        str | None,
+        typer.Option(
+            "--unique-key", help="No new job while a job with this key is pending or running."
+        ),
+    ] = None,
+    max_attempts: Annotated[
+        int | None, typer.Option("--max-attempts", help="Attempts before dead-lettering.")
+    ] = None,
+    as_json: JsonOption = False,
+    app: AppOption = None,
+) -> None:
+    """Enqueue a job of a task by name and print its id."""
+    from tickwork.api.schemas import JobOut
+
+    spec = JobSpec(
+        task,
+        _json_object("--args", args),
+        queue,
+        priority,
+        max_attempts,
+        _instant("--run-at", run_at),
+        None,
+        unique_key,
+    )
+    actor = cli_actor()
+
+    async def enqueue(the_app: App, pool: AsyncConnectionPool[Any]) -> Job:
+        async with pool.connection() as conn, conn.transaction():
+            job = (
+                await the_app.enqueue_many_async([spec], conn=conn, created_by=actor, any_task=True)
+            )[0]
+            if not job.duplicate:  # as the API records it
+                await audit_append(
+                    conn, the_app.db.statements, actor, "job.enqueued", "job", str(job.id), {}
+                )
+        return job
+
+    job = _run(app, enqueue)
+    if as_json:
+        print_json(JobOut.model_validate(summarised(job)).model_dump(mode="json"))
+    elif job.duplicate:
+        typer.echo(f"job {job.id} already holds unique key {job.unique_key} ({job.state.value})")
+    else:
+        typer.echo(f"enqueued job {job.id}: {job.task} on queue {job.queue}")
+
+
 @jobs_cli.command("retry")
 def jobs_retry(job_id: JobId, app: AppOption = None) -> None:
     """Send a DEAD_LETTER or FAILED job back to PENDING now (its history is kept)."""
@@ -377,7 +483,7 @@ def queues_list(as_json: JsonOption = False, app: AppOption = None) -> None:
 
     stats = _run(app, lambda the_app, pool: admin.queue_stats(pool, the_app.db.statements))
     if as_json:
-        _print_json([QueueOut.model_validate(q).model_dump(mode="json") for q in stats])
+        print_json([QueueOut.model_validate(q).model_dump(mode="json") for q in stats])
         return
     _print_table(
         "queues",

@@ -23,8 +23,8 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from tickwork.app import App
-from tickwork.cli import AppOption, cli, cli_actor
-from tickwork.cli_control import JsonOption, _print_json, _print_table, _run, _time
+from tickwork.cli import AppOption, Group, JsonOption, cli, cli_actor, print_json
+from tickwork.cli_control import _print_table, _run, _time
 from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE, Page
 from tickwork.signals import admin
 from tickwork.signals.types import Signal
@@ -64,10 +64,12 @@ TokenOption = Annotated[
 signals_cli = typer.Typer(
     help="List signals, show one with its deliveries, stats; retry or cancel one.",
     no_args_is_help=True,
+    cls=Group,
 )
 reactors_cli = typer.Typer(
     help="Registered reactors and their switches; runtime enable/disable of a running serve.",
     no_args_is_help=True,
+    cls=Group,
 )
 cli.add_typer(signals_cli, name="signals")
 cli.add_typer(reactors_cli, name="reactors")
@@ -131,7 +133,7 @@ def signals_list(
 
     found = _run(app, page)
     if as_json:
-        _print_json(SignalPage.model_validate(found).model_dump(mode="json"))
+        print_json(SignalPage.model_validate(found).model_dump(mode="json"))
         return
     signals: list[Signal] = found.items
     _print_table(
@@ -177,7 +179,7 @@ def signals_show(signal_id: SignalId, as_json: JsonOption = False, app: AppOptio
         app, lambda the_app, pool: admin.get_signal(pool, the_app.db.statements, signal_id)
     )
     if as_json:
-        _print_json(SignalDetailOut.model_validate(detail).model_dump(mode="json"))
+        print_json(SignalDetailOut.model_validate(detail).model_dump(mode="json"))
         return
     s = detail.signal
     fields = {
@@ -222,7 +224,7 @@ def signals_stats(as_json: JsonOption = False, app: AppOption = None) -> None:
 
     rows = _run(app, lambda the_app, pool: admin.stats(pool, the_app.db.statements))
     if as_json:
-        _print_json([StatsOut.model_validate(r).model_dump(mode="json") for r in rows])
+        print_json([StatsOut.model_validate(r).model_dump(mode="json") for r in rows])
         return
     _print_table(
         "signals by status and type",
@@ -349,7 +351,7 @@ def reactors_list(
         return
     views = [_configured(v) for v in _run(app, _reactor_views)]
     if as_json:
-        _print_json([v.model_dump(mode="json") for v in views])
+        print_json([v.model_dump(mode="json") for v in views])
         return
     _print_table(
         "reactors (configuration; a running serve's overrides: --url)",
@@ -375,7 +377,7 @@ def _remote_reactors(url: str, token: str | None, as_json: bool) -> None:
     answer = _request("GET", url, token, REACTORS_PATH)
     reactors = [ReactorOut.model_validate(r) for r in answer.json()]
     if as_json:
-        _print_json([r.model_dump(mode="json") for r in reactors])
+        print_json([r.model_dump(mode="json") for r in reactors])
         return
     _print_table(
         f"reactors of {url}",

@@ -107,6 +107,9 @@ class LeaseManager:
         self.roles = sorted({str(r) for r in roles})
         self.holder_id = holder_id or new_holder_id()
         self._deadlines: dict[str, float] = {}  # role -> time.monotonic() deadline
+        # one heartbeat at a time: two at once (the first heartbeat of `run` and a caller's
+        # own) would each see a role gained, and log it twice for one holder
+        self._heartbeat = asyncio.Lock()
 
     def holds(self, role: str) -> bool:
         """True while this process holds ``role`` (never past the database's expiry)."""
@@ -120,18 +123,20 @@ class LeaseManager:
 
     async def run_once(self) -> ElectionResult:
         """One heartbeat: acquire or renew every role in one statement."""
-        before = self.held
-        sent = time.monotonic()
-        async with self.pool.connection() as conn:
-            found = await fetch_async(
-                conn,
-                self.statements["lease_attempt_elect"],
-                {"holder": self.holder_id, "names": self.roles, "ttl": self.settings.ttl},
-            )
-        self._deadlines = {
-            row["name"]: sent + (row["expires_at"] - row["db_now"]).total_seconds() for row in found
-        }
-        after = self.held
+        async with self._heartbeat:
+            before = self.held
+            sent = time.monotonic()
+            async with self.pool.connection() as conn:
+                found = await fetch_async(
+                    conn,
+                    self.statements["lease_attempt_elect"],
+                    {"holder": self.holder_id, "names": self.roles, "ttl": self.settings.ttl},
+                )
+            self._deadlines = {
+                row["name"]: sent + (row["expires_at"] - row["db_now"]).total_seconds()
+                for row in found
+            }
+            after = self.held
         result = ElectionResult(after, after - before, before - after)
         for role in sorted(result.gained):
             log.info("lease acquired", extra={"role": role, "holder": self.holder_id})

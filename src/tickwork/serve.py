@@ -5,6 +5,10 @@ Roles choose what runs: ``api`` (the REST API), ``executor`` (claims and runs jo
 sweeps, behind the SIGNAL_MASTER and SWEEP_MASTER leases). Singletons are gated by leases
 in the database and everything they do is idempotent, so any number of ``serve``
 processes may share one database. SIGTERM (or SIGINT) stops the API, drains the executor and exits.
+
+The API's address is bound before anything else starts: when it cannot be (another process
+listens on the port), ``serve`` says so in one line and exits with :data:`EXIT_CANNOT_LISTEN`,
+having started no service and touched no database.
 """
 
 from __future__ import annotations
@@ -21,15 +25,49 @@ from typing import TYPE_CHECKING, TextIO
 
 import uvicorn
 
-from tickwork.errors import ConfigError
+from tickwork.errors import ConfigError, TickworkError
 
 if TYPE_CHECKING:
     from tickwork.app import App
+    from tickwork.worker.worker import Worker
 
 log = logging.getLogger("tickwork.serve")
 
 ROLES = ("api", "executor", "scheduler", "watchdog", "retention", "signals")
 """Everything ``serve`` can run; all of it by default."""
+
+EXIT_CANNOT_LISTEN = 4
+"""``tickwork serve``'s exit code when the API's host:port cannot be listened on."""
+
+
+class CannotListen(TickworkError):
+    """The API's address cannot be listened on (another process has the port, the host is
+    not this machine's, ...); nothing was started."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        self.host = host
+        self.port = port
+        self.reason = reason
+        super().__init__(f"cannot listen on {address(host, port)}: {reason}")
+
+
+def address(host: str, port: int) -> str:
+    """``host:port``, with an IPv6 host in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port`` (port 0: one the system picks), or
+    :class:`CannotListen` saying why."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        sock.bind((host, port))
+        sock.listen()
+    except OSError as exc:  # socket.gaierror included: a host name that does not resolve
+        sock.close()
+        raise CannotListen(host, port, str(exc.strerror or exc).lower()) from None
+    return sock
 
 
 class _Server(uvicorn.Server):
@@ -73,8 +111,22 @@ class ServeOptions:
 
 
 def run(app: App, options: ServeOptions, out: TextIO = sys.stdout) -> None:
-    """Serve until SIGTERM/SIGINT (blocking)."""
-    asyncio.run(_serve(app, options, out))
+    """Serve until SIGTERM/SIGINT (blocking). The API's address is bound first
+    (:class:`CannotListen` before anything starts)."""
+    from tickwork.worker.run import exit_past_running_handlers
+
+    sock = None
+    if "api" in options.roles:
+        host = options.host or app.settings.api.host
+        sock = listen(host, options.port if options.port is not None else app.settings.api.port)
+    started: list[Worker] = []
+    try:
+        asyncio.run(_serve(app, options, out, sock, started))
+    finally:
+        if sock is not None:
+            sock.close()
+    for worker in started:
+        exit_past_running_handlers(worker)
 
 
 def _with_roles(app: App, roles: Iterable[str]) -> None:
@@ -92,7 +144,13 @@ def _with_roles(app: App, roles: Iterable[str]) -> None:
     )
 
 
-async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
+async def _serve(
+    app: App,
+    options: ServeOptions,
+    out: TextIO,
+    sock: socket.socket | None,
+    started: list[Worker],
+) -> None:
     from tickwork.auth import AuthService
 
     _with_roles(app, options.roles)
@@ -125,6 +183,7 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
             run_executor="executor" in options.roles,
             run_watchdog="watchdog" in options.roles,
         )
+        started.append(worker)
         running.append(asyncio.create_task(worker.run(), name="tickwork-worker"))
 
     signal_runtime = None
@@ -138,7 +197,7 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
         )
 
     server = None
-    if "api" in options.roles:
+    if sock is not None:
         from tickwork.api import create_api
 
         auth = AuthService(pool, app.db.statements, app.settings.auth)
@@ -158,7 +217,7 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
                     file=out,
                 )
         host = options.host or app.settings.api.host
-        port = options.port if options.port is not None else app.settings.api.port
+        port = sock.getsockname()[1]  # the one the system picked for port 0
         config = uvicorn.Config(
             create_api(app, auth, pool, signal_runtime),
             host=host,
@@ -173,14 +232,14 @@ async def _serve(app: App, options: ServeOptions, out: TextIO) -> None:
             forwarded_allow_ips=list(app.settings.api.trusted_proxies),
         )
         server = _Server(config)
-        api_task = asyncio.create_task(server.serve(), name="tickwork-api")
+        api_task = asyncio.create_task(server.serve(sockets=[sock]), name="tickwork-api")
         running.append(api_task)
         listening = asyncio.create_task(server.listening.wait())
         await asyncio.wait([listening, api_task], return_when=asyncio.FIRST_COMPLETED)
         if api_task.done():
             listening.cancel()
-            await api_task  # it could not start (the port is taken, ...): say why
-        url = app.settings.api.public_url or f"http://{host}:{port}"
+            await api_task  # it could not start: say why
+        url = app.settings.api.public_url or f"http://{address(host, port)}"
         print(f"tickwork is serving on {url} (API docs: {url}/api/docs)", file=out)
     print(f"roles: {', '.join(sorted(options.roles))}", file=out, flush=True)
 

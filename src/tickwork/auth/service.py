@@ -348,6 +348,30 @@ class AuthService:
             )
         self._sessions.forget(user_id)
 
+    async def set_password(self, user_id: int, new: str, actor: str) -> User:
+        """Set a password without the current one: an operator's reset (the command line's
+        ``users set-password``). The policy, the hashing and the end of every session are
+        those of :meth:`change_password`; the audit event names ``actor``."""
+        check_password_policy(new)
+        new_hash = await asyncio.to_thread(hash_password, new)
+        async with self.pool.connection() as conn, conn.transaction():
+            row = await self._user_row(conn, user_id)
+            changed = await self._q(
+                conn,
+                "user_set_password_hash",
+                user_id=user_id,
+                new_hash=new_hash,
+                old_hash=row["password_hash"],
+            )
+            if not changed:
+                raise ConflictError(f"the password of user {user_id} changed meanwhile; retry")
+            await self._end_sessions(conn, user_id, "password_changed")
+            await self._audit(
+                conn, actor, "user.password_changed", "user", user_id, email=row["email"]
+            )
+        self._sessions.forget(user_id)
+        return User.from_row(changed[0])
+
     # -- sessions ---------------------------------------------------------------------------
 
     async def _reserve_attempt(self, email: str, address: str) -> int:

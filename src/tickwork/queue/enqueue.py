@@ -16,7 +16,16 @@ from typing import Any
 
 import psycopg
 
-from tickwork.config import MAX_MAX_ATTEMPTS, MAX_PRIORITY, MIN_PRIORITY, QUEUE_NAME
+from tickwork.config import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    DEFAULT_TASK_TIMEOUT,
+    MAX_MAX_ATTEMPTS,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    QUEUE_NAME,
+)
 from tickwork.errors import EnqueueError
 from tickwork.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_refusal, too_deep
 
@@ -59,6 +68,27 @@ class JobRow:
     timeout: float | None
     unique_key: str | None
     created_by: str
+
+
+def unregistered_row(spec: JobSpec, created_by: str = DEFAULT_CREATED_BY) -> JobRow:
+    """A job of a task this process does not define, for a worker that does: its arguments
+    cannot be checked against the handler here, and the options it leaves unset take the
+    defaults of a task registered without options (queue ``default``, ...)."""
+    if not isinstance(spec.task, str) or not spec.task.strip():
+        raise EnqueueError("task", spec.task, "must be a task name")
+    return JobRow(
+        queue=DEFAULT_QUEUE if spec.queue is None else check_queue(spec.queue),
+        task=spec.task,
+        args=check_args_mapping(spec.args),
+        priority=DEFAULT_PRIORITY if spec.priority is None else check_priority(spec.priority),
+        max_attempts=DEFAULT_MAX_ATTEMPTS
+        if spec.max_attempts is None
+        else check_max_attempts(spec.max_attempts),
+        run_at=check_run_at(spec.run_at),
+        timeout=DEFAULT_TASK_TIMEOUT if spec.timeout is None else check_timeout(spec.timeout),
+        unique_key=check_unique_key(spec.unique_key),
+        created_by=created_by,
+    )
 
 
 def encode_args(args: Mapping[str, Any]) -> str:

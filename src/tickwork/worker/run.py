@@ -7,8 +7,8 @@ import logging
 import os
 import signal
 import sys
-import threading
 
+from tickwork.db import embedded
 from tickwork.worker.worker import Worker
 
 log = logging.getLogger("tickwork.worker")
@@ -19,15 +19,23 @@ def run_blocking(worker: Worker) -> None:
     attempts get the grace period, the rest are released to PENDING); a second one skips
     the grace period."""
     asyncio.run(_main(worker))
-    stuck = [t for t in threading.enumerate() if t.name.startswith("tickwork-task")]
-    if stuck:
-        # A sync handler cannot be interrupted; its attempt was already released, so do not
-        # let the interpreter wait for it.
-        log.warning("exiting with sync handlers still running", extra={"threads": len(stuck)})
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+    exit_past_running_handlers(worker)
+
+
+def exit_past_running_handlers(worker: Worker) -> None:
+    """Once ``worker`` has stopped: if a sync handler is still running, end the process now
+    (its attempt was already released, and a thread cannot be interrupted), after stopping
+    the embedded PostgreSQL it may have started, which ``os._exit`` would leave running. With
+    no handler running, return: the process exits normally."""
+    running = worker.handlers_running
+    if not running:
+        return
+    log.warning("exiting with sync handlers still running", extra={"handlers": running})
+    embedded.stop()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 async def _main(worker: Worker) -> None:

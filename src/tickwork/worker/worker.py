@@ -25,7 +25,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -48,6 +47,7 @@ from tickwork.types import ErrorInfo, ExecutionState, Job, JobState
 from tickwork.worker.completer import Completer, Completion
 from tickwork.worker.context import JobContext
 from tickwork.worker.progress import PROGRESS_INTERVAL, ProgressBuffer
+from tickwork.worker.threads import HandlerThreads
 
 if TYPE_CHECKING:
     from tickwork.app import App
@@ -185,7 +185,7 @@ class Worker:
         self._inflight: dict[int, _Running] = {}
         self._pool: AsyncConnectionPool[Any] | None = None
         self._claim_pool: AsyncConnectionPool[Any] | None = None  # job_claim only
-        self._threads: ThreadPoolExecutor | None = None
+        self._threads: HandlerThreads | None = None
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._drained = asyncio.Event()  # shutdown past the drain: the lease loops end
@@ -227,6 +227,12 @@ class Worker:
         """Attempts running now."""
         return len(self._inflight)
 
+    @property
+    def handlers_running(self) -> int:
+        """Sync handlers running in a thread now, released attempts' included: a sync
+        handler cannot be interrupted, only waited for (idle threads are not counted)."""
+        return 0 if self._threads is None else self._threads.running
+
     # -- lifecycle ----------------------------------------------------------------------
 
     async def __aenter__(self) -> Worker:
@@ -264,9 +270,7 @@ class Worker:
         )
         await self._pool.open(wait=True)
         await self._claim_pool.open(wait=True)
-        self._threads = ThreadPoolExecutor(
-            max_workers=self.concurrency, thread_name_prefix="tickwork-task"
-        )
+        self._threads = HandlerThreads(self.concurrency, thread_name_prefix="tickwork-task")
         self.retention = Retention(self._pool, self.statements, self.app.settings.retention)
         self.watchdog = Watchdog(
             self._pool,
