@@ -457,6 +457,8 @@ class Worker:
     async def _claim(self, limit: int) -> list[tuple[Job, int, float]]:
         """Claim up to ``limit`` jobs: (job, execution id, seconds it waited after it was due)."""
         assert self._claim_pool is not None, "worker is not open"
+        if not self.app.tasks:
+            return []  # e.g. `serve` without an app: no job is for this worker
         params: dict[str, Any] = {
             "queues": self.queues,
             "tasks": list(self.app.tasks),
