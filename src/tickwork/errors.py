@@ -72,8 +72,14 @@ class EnqueueError(TickworkError, ValueError):
 class UnknownTaskError(EnqueueError):
     """The task name is not registered with the app."""
 
+    SHOWN = 20
+    """Known names an error lists (the rest are counted)."""
+
     def __init__(self, name: str, known: list[str]) -> None:
-        listing = ", ".join(sorted(known)) or "none registered"
+        names = sorted(set(known))
+        listing = ", ".join(names[: self.SHOWN]) or "none registered"
+        if len(names) > self.SHOWN:
+            listing += f" and {len(names) - self.SHOWN} more"
         super().__init__("task", name, f"is not a registered task (known: {listing})")
 
 

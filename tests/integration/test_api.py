@@ -61,6 +61,32 @@ async def test_forged_tokens_are_refused(api: Api) -> None:
 # -- jobs and queues ----------------------------------------------------------------------
 
 
+async def test_the_api_enqueues_for_tasks_its_workers_define_and_names_unknown_ones(
+    api: Api, database_url: str, schema: str
+) -> None:
+    operator = api.headers(Role.OPERATOR)
+    body = {"task": "only.on.workers", "args": {"n": 1}, "queue": "elsewhere"}
+    unknown = problem(await api.client.post("/api/jobs", json=body, headers=operator), 400)
+    assert "only.on.workers" in unknown["detail"] and "tests.echo" in unknown["detail"]
+
+    fleet = App(database_url=database_url, schema=schema)  # a worker process's app
+
+    @fleet.task(name="only.on.workers")
+    def far(n: int) -> int:
+        return n
+
+    try:
+        async with fleet.worker(queues=["elsewhere"]):  # registered: its tasks are known
+            made = await api.client.post("/api/jobs", json=body, headers=operator)
+            assert made.status_code == 201, made.text
+            assert made.json()["queue"] == "elsewhere" and made.json()["max_attempts"] == 5
+        async with fleet.worker(queues=["elsewhere"]) as worker:
+            (outcome,) = (await worker.run_once()).outcomes
+        assert outcome.job_id == made.json()["id"] and outcome.job_state is JobState.SUCCEEDED
+    finally:
+        await fleet.db.aclose()
+
+
 async def test_enqueue_list_detail_cancel_retry(api: Api) -> None:
     operator, viewer = api.headers(Role.OPERATOR), api.headers(Role.VIEWER)
     made = await api.client.post(

@@ -23,7 +23,7 @@ from tickwork.api.security import Services, caller, services
 from tickwork.audit import audit_append
 from tickwork.auth import Principal
 from tickwork.db.database import enqueue_error
-from tickwork.errors import JobNotFoundError, JobStateError
+from tickwork.errors import JobNotFoundError, JobStateError, UnknownTaskError
 from tickwork.queue import admin
 from tickwork.queue.admin import JobFilter
 from tickwork.queue.enqueue import JobSpec
@@ -65,7 +65,8 @@ async def list_jobs(
 
 @router.post("/api/jobs", response_model=JobOut, status_code=201, tags=["jobs"])
 async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) -> object:
-    """Enqueue a job of a task registered with the serving app."""
+    """Enqueue a job of a task that the serving app or a worker seen in the last day defines
+    (a `serve` without the application enqueues for its workers)."""
     spec = JobSpec(
         body.task,
         body.args,
@@ -79,7 +80,16 @@ async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) ->
     committing = False  # once the transaction's block is left, its commit is under way
     try:
         async with svc.pool.connection() as conn, conn.transaction():
-            job = (await svc.app.enqueue_many_async([spec], conn=conn, created_by=who.actor))[0]
+            elsewhere = body.task not in svc.app.tasks
+            if elsewhere:
+                known = await admin.known_tasks(conn, svc.statements)
+                if body.task not in known:
+                    raise UnknownTaskError(body.task, [*svc.app.tasks, *known])
+            job = (
+                await svc.app.enqueue_many_async(
+                    [spec], conn=conn, created_by=who.actor, any_task=elsewhere
+                )
+            )[0]
             if job.duplicate:  # the job holding the unique_key, not a new one
                 response.status_code = 200
             else:

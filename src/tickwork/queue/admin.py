@@ -14,9 +14,10 @@ from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.db.database import retrying_deadlocks_async, run_named
+from tickwork.db.database import fetch_async, retrying_deadlocks_async, run_named
 from tickwork.db.statements import Statements
 from tickwork.errors import InvalidInput
 from tickwork.limits import LISTING_VALUE_BYTES
@@ -326,6 +327,18 @@ async def set_queue_paused(
     await run_named(
         pool, statements, "queue_set_paused", {"name": name, "paused": paused, "actor": actor}
     )
+
+
+TASKS_SEEN_WITHIN = 86400.0
+"""A task counts as known to the fleet while a worker that defines it was seen this recently."""
+
+
+async def known_tasks(conn: psycopg.AsyncConnection[Any], statements: Statements) -> list[str]:
+    """Tasks the workers seen within :data:`TASKS_SEEN_WITHIN` define, stopped or not."""
+    found = await fetch_async(
+        conn, statements["worker_known_tasks"], {"seen_within": TASKS_SEEN_WITHIN}
+    )
+    return [r["task"] for r in found]
 
 
 async def list_workers(pool: AsyncConnectionPool[Any], statements: Statements) -> list[WorkerInfo]:

@@ -20,3 +20,12 @@ FROM {schema}.workers w
 WHERE w.stopped_at IS NULL
   AND w.last_seen_at >= now() - make_interval(secs => %(stale_after)s)
 ORDER BY w.started_at;
+
+-- name: worker_known_tasks
+-- The tasks of workers seen within %(seen_within)s seconds, stopped or not: what the API may
+-- enqueue by name for them when its own app does not define the task (a worker restarting
+-- during a deploy still counts).
+SELECT DISTINCT t.task
+FROM {schema}.workers w, unnest(w.tasks) AS t(task)
+WHERE w.last_seen_at >= now() - make_interval(secs => %(seen_within)s)
+ORDER BY t.task;
