@@ -313,9 +313,6 @@ CROSS JOIN LATERAL (
 ) s
 ORDER BY p.id DESC;
 
--- name: job_count_by_state
-SELECT state, count(*) AS n FROM {schema}.jobs GROUP BY state;
-
 -- name: job_count_by_queue_state
 -- Metrics: jobs by queue and state (a full count; retention keeps the table the size of the
 -- recent work).
