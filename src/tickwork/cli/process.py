@@ -443,7 +443,7 @@ def schedules_trigger(name: str, app: AppOption = None) -> None:
 def schedules_delete(name: str, app: AppOption = None) -> None:
     """Delete a schedule stored by an operator, or one defined in code that no live worker
     defines any more (its code is gone); the jobs it made stay."""
-    from tickwork.cli_control import _run as with_pool
+    from tickwork.cli.jobs import _run as with_pool
     from tickwork.schedule import admin
 
     actor = cli_actor()
@@ -455,7 +455,8 @@ def schedules_delete(name: str, app: AppOption = None) -> None:
 
 # The operator commands (users, jobs, queues) live in their own module; importing it
 # registers them on `cli`. It imports this module, hence the import at the end.
-from tickwork import cli_control, cli_signals  # noqa: E402, F401
+import tickwork.cli.jobs  # noqa: E402
+import tickwork.cli.reactors  # noqa: E402, F401
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ A reactor's runtime switches are different: an override lives in the memory of t
 ``tickwork serve`` process that runs the signal processor, and is lost when it restarts. So
 ``reactors list`` shows the configuration unless given the ``--url`` and ``--token`` of that
 process, and ``reactors enable``/``disable`` always go through its HTTP API.
-Importing this module registers the commands on :data:`tickwork.cli.cli`.
+Importing this module registers the commands on :data:`tickwork.cli.process.cli`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from tickwork.app import App
-from tickwork.cli import AppOption, Group, JsonOption, cli, cli_actor, print_json
-from tickwork.cli_control import _print_table, _run, _time
+from tickwork.cli.jobs import _print_table, _run, _time
+from tickwork.cli.process import AppOption, Group, JsonOption, cli, cli_actor, print_json
 from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE, Page
 from tickwork.signals import admin
 from tickwork.signals.types import Signal

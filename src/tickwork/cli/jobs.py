@@ -5,7 +5,7 @@ The commands call the library functions the API calls (:mod:`tickwork.queue.admi
 :class:`~tickwork.auth.AuthService`, the :class:`~tickwork.app.App` job actions), so the same
 rules and audit events apply; the audit trail names the actor ``cli:<login name>``. ``--json``
 prints the API's response models (:mod:`tickwork.api.schemas`), so both answer in one shape.
-Importing this module registers the commands on :data:`tickwork.cli.cli`.
+Importing this module registers the commands on :data:`tickwork.cli.process.cli`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,16 @@ from tickwork.app import App
 from tickwork.audit import audit_append
 from tickwork.auth import AuthService, User
 from tickwork.auth.service import GENERATED_PASSWORD_BYTES
-from tickwork.cli import AppOption, Group, JsonOption, cli, cli_actor, console, load_app, print_json
+from tickwork.cli.process import (
+    AppOption,
+    Group,
+    JsonOption,
+    cli,
+    cli_actor,
+    console,
+    load_app,
+    print_json,
+)
 from tickwork.db.database import database_error
 from tickwork.errors import ConfigError, NotFoundError
 from tickwork.queue import admin
