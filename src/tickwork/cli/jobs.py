@@ -1,249 +1,54 @@
-"""``tickwork users``, ``tickwork jobs`` and ``tickwork queues``: operator actions straight on
-the database, without the HTTP API.
+"""``tickwork jobs``: list jobs, show one with its attempts, enqueue, retry or cancel one,
+straight on the database without the HTTP API.
 
-The commands call the library functions the API calls (:mod:`tickwork.queue.admin`,
-:class:`~tickwork.auth.AuthService`, the :class:`~tickwork.app.App` job actions), so the same
-rules and audit events apply; the audit trail names the actor ``cli:<login name>``. ``--json``
-prints the API's response models (:mod:`tickwork.api.schemas`), so both answer in one shape.
-Importing this module registers the commands on :data:`tickwork.cli.process.cli`.
+The commands call the library functions the API calls (:mod:`tickwork.queue.admin`, the
+:class:`~tickwork.app.App` job actions), so the same rules and audit events apply; the audit
+trail names the actor ``cli:<login name>``. ``--json`` prints the API's response models
+(:mod:`tickwork.api.schemas`), so both answer in one shape.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import secrets
-import sys
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from datetime import datetime
+from typing import Annotated, Any
 
-import psycopg
 import typer
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork import logs
 from tickwork.app import App
 from tickwork.audit import audit_append
-from tickwork.auth import AuthService, User
-from tickwork.auth.service import GENERATED_PASSWORD_BYTES
-from tickwork.cli.process import (
+from tickwork.cli.common import (
     AppOption,
     Group,
     JsonOption,
-    cli,
     cli_actor,
-    console,
     load_app,
     print_json,
+    print_table,
+    run_with_pool,
+    utc_time,
 )
-from tickwork.db.database import database_error
-from tickwork.errors import ConfigError, NotFoundError
+from tickwork.errors import ConfigError
 from tickwork.queue import admin
 from tickwork.queue.enqueue import JobSpec
 from tickwork.queue.rows import summarised
 from tickwork.types import ErrorInfo, Job, Progress
 
-T = TypeVar("T")
+__all__ = ["jobs_cli"]
 
 JobId = Annotated[int, typer.Argument(metavar="ID", help="The job's id.")]
-UserKey = Annotated[str, typer.Argument(metavar="EMAIL_OR_ID", help="The user's email or id.")]
 
-users_cli = typer.Typer(
-    help="Create users, list them, change their role or password, disable them.",
-    no_args_is_help=True,
-    cls=Group,
-)
 jobs_cli = typer.Typer(
     help="List jobs, show one with its attempts, enqueue, retry or cancel one.",
     no_args_is_help=True,
     cls=Group,
 )
-queues_cli = typer.Typer(
-    help="Queue statistics; pause and resume queues.", no_args_is_help=True, cls=Group
-)
-cli.add_typer(users_cli, name="users")
-cli.add_typer(jobs_cli, name="jobs")
-cli.add_typer(queues_cli, name="queues")
-
-
-# -- plumbing -------------------------------------------------------------------------------
-
-
-def _run(app: str | None, work: Callable[[App, AsyncConnectionPool[Any]], Awaitable[T]]) -> T:
-    """Run ``work`` with the app's async pool on a fresh event loop and close the pool after.
-    Driver errors become a :class:`DatabaseError` (one line and exit code 2 in ``main``)."""
-    logs.configure("ERROR")
-    the_app = load_app(app)
-
-    async def session() -> T:
-        try:
-            return await work(the_app, await the_app.db.async_pool())
-        except psycopg.Error as exc:  # PoolTimeout included: the database is unreachable
-            raise database_error(exc) from exc
-        finally:
-            await the_app.db.aclose()
-
-    return asyncio.run(session())
-
-
-def _run_auth(app: str | None, work: Callable[[AuthService], Awaitable[T]]) -> T:
-    """:func:`_run` with a started :class:`AuthService`."""
-
-    async def with_auth(the_app: App, pool: AsyncConnectionPool[Any]) -> T:
-        auth = AuthService(pool, the_app.db.statements, the_app.settings.auth)
-        await auth.start()
-        return await work(auth)
-
-    return _run(app, with_auth)
-
-
-def _print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column in columns:
-        # Values (ids, emails) wrap rather than being cut short; header words stay whole.
-        table.add_column(column, overflow="fold", min_width=max(map(len, column.split())))
-    for row in rows:
-        table.add_row(*row)
-    console().print(table)  # piped: a line per row, not wrapped at 80 columns
-
-
-def _time(value: datetime | None) -> str:
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if value else "-"
 
 
 def _error(error: ErrorInfo | None) -> str:
     return f"{error.type}: {error.message}" if error else "-"
-
-
-# -- users ----------------------------------------------------------------------------------
-
-
-async def _find_user(auth: AuthService, email_or_id: str) -> User:
-    """A user by id (all digits) or by email in any case."""
-    if email_or_id.isdigit():
-        return await auth.get_user(int(email_or_id))
-    wanted = email_or_id.strip().lower()
-    for user in await auth.list_users():
-        if user.email.lower() == wanted:
-            return user
-    raise NotFoundError("user", email_or_id)
-
-
-@users_cli.command("create")
-def users_create(
-    email: str,
-    role: Annotated[str, typer.Option("--role", "-r", help="VIEWER, OPERATOR or ADMIN.")],
-    name: Annotated[str, typer.Option("--name", help="Display name.")] = "",
-    password_stdin: Annotated[
-        bool,
-        typer.Option(
-            "--password-stdin", help="Read the password from standard input (else one is made)."
-        ),
-    ] = False,
-    app: AppOption = None,
-) -> None:
-    """Create a user. Without --password-stdin a random password is printed, once."""
-    generated = None
-    if password_stdin:
-        password = sys.stdin.read().rstrip(
-            "\r\n"
-        )  # the line end is the shell's, not the password's
-    else:
-        generated = password = secrets.token_urlsafe(GENERATED_PASSWORD_BYTES)
-    actor = cli_actor()
-    user = _run_auth(
-        app, lambda auth: auth.create_user(email, password, role, name=name, actor=actor)
-    )
-    typer.echo(f"created user {user.id}: {user.email} ({user.role.name})")
-    if generated is not None:
-        typer.echo(f"password (shown once; store it now): {generated}")
-
-
-@users_cli.command("list")
-def users_list(as_json: JsonOption = False, app: AppOption = None) -> None:
-    """Every user, oldest first."""
-    from tickwork.api.schemas import UserOut
-
-    users = _run_auth(app, lambda auth: auth.list_users())
-    if as_json:
-        print_json([UserOut.model_validate(u).model_dump(mode="json") for u in users])
-        return
-    _print_table(
-        "users",
-        ("id", "email", "name", "role", "state", "created (UTC)", "last login (UTC)"),
-        (
-            (
-                str(u.id),
-                u.email,
-                u.name or "-",
-                u.role.name,
-                "disabled" if u.disabled else "enabled",
-                _time(u.created_at),
-                _time(u.last_login_at),
-            )
-            for u in users
-        ),
-    )
-
-
-@users_cli.command("set-role")
-def users_set_role(
-    email_or_id: UserKey,
-    role: Annotated[str, typer.Argument(metavar="ROLE", help="VIEWER, OPERATOR or ADMIN.")],
-    app: AppOption = None,
-) -> None:
-    """Change a user's role; their sessions end, so they log in again."""
-    actor = cli_actor()
-
-    async def change(auth: AuthService) -> User:
-        user = await _find_user(auth, email_or_id)
-        return await auth.set_role(user.id, role, actor)
-
-    user = _run_auth(app, change)
-    typer.echo(f"user {user.id} ({user.email}) is now {user.role.name}")
-
-
-@users_cli.command("set-password")
-def users_set_password(email_or_id: UserKey, app: AppOption = None) -> None:
-    """Set a user's password, read from standard input: typed without echo at a terminal,
-    else its first line. The same policy as a change through the API; their sessions end."""
-    if sys.stdin.isatty():
-        password: str = typer.prompt("New password", hide_input=True, confirmation_prompt=True)
-    else:
-        password = sys.stdin.readline().rstrip("\r\n")  # the line end is the shell's
-    actor = cli_actor()
-
-    async def change(auth: AuthService) -> User:
-        user = await _find_user(auth, email_or_id)
-        return await auth.set_password(user.id, password, actor)
-
-    user = _run_auth(app, change)
-    typer.echo(f"password of user {user.id} ({user.email}) set; their sessions have ended")
-
-
-@users_cli.command("disable")
-def users_disable(
-    email_or_id: UserKey,
-    enable: Annotated[
-        bool, typer.Option("--enable", help="Enable the user again instead.")
-    ] = False,
-    app: AppOption = None,
-) -> None:
-    """Disable a user: no login, their sessions end and their API tokens stop working."""
-    actor = cli_actor()
-
-    async def change(auth: AuthService) -> User:
-        user = await _find_user(auth, email_or_id)
-        return await auth.disable(user.id, actor, disabled=not enable)
-
-    user = _run_auth(app, change)
-    typer.echo(f"user {user.id} ({user.email}) is {'disabled' if user.disabled else 'enabled'}")
-
-
-# -- jobs -----------------------------------------------------------------------------------
 
 
 @jobs_cli.command("list")
@@ -270,7 +75,7 @@ def jobs_list(
     from tickwork.api.schemas import JobPage
 
     where = admin.JobFilter.parse(state=state, queue=queue, task=task, schedule=schedule)
-    page = _run(
+    page = run_with_pool(
         app,
         lambda the_app, pool: admin.list_jobs(
             pool, the_app.db.statements, where, limit=limit, before_id=before_id
@@ -279,7 +84,7 @@ def jobs_list(
     if as_json:
         print_json(JobPage.model_validate(page).model_dump(mode="json"))
         return
-    _print_table(
+    print_table(
         "jobs",
         ("id", "state", "queue", "task", "attempts", "created (UTC)", "finished (UTC)"),
         (
@@ -289,8 +94,8 @@ def jobs_list(
                 j.queue,
                 j.task,
                 f"{j.attempts}/{j.max_attempts}",
-                _time(j.created_at),
-                _time(j.finished_at),
+                utc_time(j.created_at),
+                utc_time(j.finished_at),
             )
             for j in page.items
         ),
@@ -308,7 +113,7 @@ def _progress(progress: Progress | None) -> str:
         else (f"{progress.current:g} of {progress.total:g} ({progress.fraction:.0%})")
     )
     note = f": {progress.message}" if progress.message else ""
-    return f"{done}{note} (attempt {progress.attempt}, {_time(progress.at)})"
+    return f"{done}{note} (attempt {progress.attempt}, {utc_time(progress.at)})"
 
 
 @jobs_cli.command("show")
@@ -331,21 +136,21 @@ def jobs_show(job_id: JobId, as_json: JsonOption = False, app: AppOption = None)
         "args": json.dumps(job.args),
         "attempts": f"{job.attempts} of {job.max_attempts}",
         "priority": str(job.priority),
-        "run at (UTC)": _time(job.run_at),
+        "run at (UTC)": utc_time(job.run_at),
         "timeout": "-" if job.timeout is None else f"{job.timeout:g}s",
-        "created (UTC)": f"{_time(job.created_at)} by {job.created_by}",
-        "finished (UTC)": _time(job.finished_at),
-        "cancel requested (UTC)": _time(job.cancel_requested_at),
+        "created (UTC)": f"{utc_time(job.created_at)} by {job.created_by}",
+        "finished (UTC)": utc_time(job.finished_at),
+        "cancel requested (UTC)": utc_time(job.cancel_requested_at),
         "unique key": job.unique_key or "-",
         "schedule": "-"
         if job.schedule_id is None
-        else f"{job.schedule_id}, fire time {_time(job.fire_time)}",
+        else f"{job.schedule_id}, fire time {utc_time(job.fire_time)}",
         "result": json.dumps(job.result),
         "error": _error(job.error),
         "progress": _progress(job.progress),
     }
-    _print_table(f"job {job.id}", ("field", "value"), fields.items())
-    _print_table(
+    print_table(f"job {job.id}", ("field", "value"), fields.items())
+    print_table(
         "attempts",
         ("#", "state", "worker", "started (UTC)", "lease until (UTC)", "took", "error"),
         (
@@ -353,8 +158,8 @@ def jobs_show(job_id: JobId, as_json: JsonOption = False, app: AppOption = None)
                 str(e.attempt),
                 e.state.value,
                 str(e.worker_id),
-                _time(e.started_at),
-                _time(e.lease_expires_at),
+                utc_time(e.started_at),
+                utc_time(e.lease_expires_at),
                 "-"
                 if e.finished_at is None
                 else f"{(e.finished_at - e.started_at).total_seconds():.3f}s",
@@ -452,7 +257,7 @@ def jobs_enqueue(
                 )
         return job
 
-    job = _run(app, enqueue)
+    job = run_with_pool(app, enqueue)
     if as_json:
         print_json(JobOut.model_validate(summarised(job)).model_dump(mode="json"))
     elif job.duplicate:
@@ -480,76 +285,3 @@ def jobs_cancel(job_id: JobId, app: AppOption = None) -> None:
         typer.echo(f"job {job.id} is {job.state.value}; it is cancelled when its attempt ends")
     else:
         typer.echo(f"job {job.id} is {job.state.value}")
-
-
-# -- queues ---------------------------------------------------------------------------------
-
-
-@queues_cli.command("list")
-def queues_list(as_json: JsonOption = False, app: AppOption = None) -> None:
-    """Every queue: jobs by state, the oldest waiting job's age, recent throughput, pause."""
-    from tickwork.api.schemas import QueueOut
-
-    stats = _run(app, lambda the_app, pool: admin.queue_stats(pool, the_app.db.statements))
-    if as_json:
-        print_json([QueueOut.model_validate(q).model_dump(mode="json") for q in stats])
-        return
-    _print_table(
-        "queues",
-        (
-            "queue",
-            "state",
-            "pending",
-            "running",
-            "failed",
-            "succeeded",
-            "cancelled",
-            "dead letter",
-            "oldest pending",
-            "done in 5 min",
-        ),
-        (
-            (
-                q.name,
-                "paused" if q.paused else "active",
-                f"{q.pending:,}",
-                f"{q.running:,}",
-                f"{q.failed:,}",
-                f"{q.succeeded:,}",
-                f"{q.cancelled:,}",
-                f"{q.dead_letter:,}",
-                "-" if q.oldest_pending_seconds is None else f"{q.oldest_pending_seconds:.0f}s",
-                f"{q.finished_last_5_minutes:,}",
-            )
-            for q in stats
-        ),
-    )
-    for q in stats:
-        for u in q.unserved:
-            typer.echo(
-                f"{u.jobs:,} jobs of task {u.task} wait in queue {q.name}: no live worker knows it"
-            )
-
-
-def _set_paused(app: str | None, name: str, paused: bool) -> None:
-    actor = cli_actor()
-    _run(
-        app,
-        lambda the_app, pool: admin.set_queue_paused(
-            pool, the_app.db.statements, name, paused, actor
-        ),
-    )
-
-
-@queues_cli.command("pause")
-def queues_pause(name: str, app: AppOption = None) -> None:
-    """Stop workers claiming from a queue (running jobs finish); it survives restarts."""
-    _set_paused(app, name, True)
-    typer.echo(f"paused queue {name}")
-
-
-@queues_cli.command("resume")
-def queues_resume(name: str, app: AppOption = None) -> None:
-    """Let workers claim from a paused queue again."""
-    _set_paused(app, name, False)
-    typer.echo(f"resumed queue {name}")
