@@ -1,20 +1,15 @@
-"""``tickwork signals`` and ``tickwork reactors``: the signals admin from the command line.
+"""``tickwork reactors``: the registered reactors and their switches.
 
-Signals are stored, so the ``signals`` commands act straight on the database through
-:mod:`tickwork.signals.admin`, the functions the admin API calls: the same rules apply and the
-audit trail names the actor ``cli:<login name>``. ``--json`` prints the API's response models
-(:mod:`tickwork.api.signals`), so both answer in one shape.
-
-A reactor's runtime switches are different: an override lives in the memory of the
-``tickwork serve`` process that runs the signal processor, and is lost when it restarts. So
-``reactors list`` shows the configuration unless given the ``--url`` and ``--token`` of that
-process, and ``reactors enable``/``disable`` always go through its HTTP API.
-Importing this module registers the commands on :data:`tickwork.cli.cli`.
+A reactor's runtime switches are not stored with the signals: an override lives in the memory
+of the ``tickwork serve`` process that runs the signal processor, and is lost when it
+restarts. So ``reactors list`` shows the configuration unless given the ``--url`` and
+``--token`` of that process, and ``reactors enable``/``disable`` always go through its HTTP
+API. ``--json`` prints the API's response models (:mod:`tickwork.api.signals`), or without
+``--url`` the configured part of them (:class:`ConfiguredReactorOut`).
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -23,18 +18,23 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
 from tickwork.app import App
-from tickwork.cli import AppOption, Group, JsonOption, cli, cli_actor, print_json
-from tickwork.cli_control import _print_table, _run, _time
-from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE, Page
+from tickwork.cli.common import (
+    AppOption,
+    Group,
+    JsonOption,
+    print_json,
+    print_table,
+    run_with_pool,
+    utc_time,
+)
 from tickwork.signals import admin
-from tickwork.signals.types import Signal
 
 if TYPE_CHECKING:
     import httpx
 
     from tickwork.api.signals import ReactorOut
 
-__all__ = ["reactors_cli", "signals_cli"]
+__all__ = ["reactors_cli"]
 
 API_URL_ENV = "TICKWORK_API_URL"
 API_TOKEN_ENV = "TICKWORK_API_TOKEN"
@@ -42,7 +42,6 @@ HTTP_TIMEOUT = 30.0
 """Seconds to wait for the serving process to answer."""
 REACTORS_PATH = "/api/admin/signals/reactors"
 
-SignalId = Annotated[int, typer.Argument(metavar="ID", help="The signal's id.")]
 ReactorName = Annotated[str, typer.Argument(metavar="NAME", help="The reactor's name.")]
 UrlOption = Annotated[
     str | None,
@@ -61,202 +60,17 @@ TokenOption = Annotated[
     ),
 ]
 
-signals_cli = typer.Typer(
-    help="List signals, show one with its deliveries, stats; retry or cancel one.",
-    no_args_is_help=True,
-    cls=Group,
-)
 reactors_cli = typer.Typer(
     help="Registered reactors and their switches; runtime enable/disable of a running serve.",
     no_args_is_help=True,
     cls=Group,
 )
-cli.add_typer(signals_cli, name="signals")
-cli.add_typer(reactors_cli, name="reactors")
 
 
 def _fail(message: str) -> NoReturn:
     """One line on stderr and exit code 2, as ``main`` reports a :class:`TickworkError`."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
-
-
-# -- signals --------------------------------------------------------------------------------
-
-
-def _entity(s: Signal) -> str:
-    return " ".join(p for p in (s.entity_type, s.entity_id) if p) or "-"
-
-
-@signals_cli.command("list")
-def signals_list(
-    status: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--status",
-            "-s",
-            help="PENDING, PROCESSING, COMPLETED, DEAD (repeat or comma-separate).",
-        ),
-    ] = None,
-    signal_type: Annotated[
-        str | None, typer.Option("--type", "-t", help="Exactly this signal type.")
-    ] = None,
-    key: Annotated[
-        str | None, typer.Option("--key", "-k", help="Exactly this aggregate key.")
-    ] = None,
-    organisation: Annotated[
-        str | None, typer.Option("--organisation", "-o", help="Exactly this organisation id.")
-    ] = None,
-    limit: Annotated[
-        int, typer.Option("--limit", "-n", help=f"Signals per page (1 to {MAX_PAGE}).")
-    ] = DEFAULT_PAGE,
-    before_id: Annotated[
-        int | None, typer.Option("--before-id", help="Only signals older than this id (next page).")
-    ] = None,
-    as_json: JsonOption = False,
-    app: AppOption = None,
-) -> None:
-    """Signals, newest first, a page at a time; unknown statuses and types are refused."""
-    from tickwork.api.signals import SignalPage
-
-    async def page(the_app: App, pool: AsyncConnectionPool[Any]) -> Page:
-        statements = the_app.db.statements
-        if signal_type is not None:
-            await admin.check_signal_type(pool, statements, the_app.reactors, signal_type)
-        where = admin.SignalFilter.parse(
-            status=status,
-            signal_type=signal_type,
-            aggregate_key=key,
-            organisation_id=organisation,
-        )
-        return await admin.list_signals(pool, statements, where, limit=limit, before_id=before_id)
-
-    found = _run(app, page)
-    if as_json:
-        print_json(SignalPage.model_validate(found).model_dump(mode="json"))
-        return
-    signals: list[Signal] = found.items
-    _print_table(
-        "signals",
-        (
-            "id",
-            "status",
-            "type",
-            "entity",
-            "key",
-            "organisation",
-            "created (UTC)",
-            "process after (UTC)",
-            "retries",
-            "error",
-        ),
-        (
-            (
-                str(s.id),
-                s.status.value,
-                s.signal_type,
-                _entity(s),
-                s.aggregate_key or "-",
-                s.organisation_id or "-",
-                _time(s.created_at),
-                _time(s.process_after),
-                f"{s.retry_count}/{s.max_retries}",
-                s.error_message or "-",
-            )
-            for s in signals
-        ),
-    )
-    if found.next_cursor is not None:
-        typer.echo(f"more: --before-id {found.next_cursor}")
-
-
-@signals_cli.command("show")
-def signals_show(signal_id: SignalId, as_json: JsonOption = False, app: AppOption = None) -> None:
-    """One signal with each reactor's delivery (which reactor failed, and why)."""
-    from tickwork.api.signals import SignalDetailOut
-
-    detail = _run(
-        app, lambda the_app, pool: admin.get_signal(pool, the_app.db.statements, signal_id)
-    )
-    if as_json:
-        print_json(SignalDetailOut.model_validate(detail).model_dump(mode="json"))
-        return
-    s = detail.signal
-    fields = {
-        "status": s.status.value,
-        "type": s.signal_type,
-        "entity": _entity(s),
-        "aggregate key": s.aggregate_key or "-",
-        "organisation": s.organisation_id or "-",
-        "payload": json.dumps(s.payload),
-        "created (UTC)": _time(s.created_at),
-        "last squash (UTC)": _time(s.updated_at),
-        "process after (UTC)": _time(s.process_after),
-        "claimed (UTC)": _time(s.claimed_at),
-        "processed (UTC)": _time(s.processed_at),
-        "retries": f"{s.retry_count} of {s.max_retries}",
-        "next retry (UTC)": _time(s.next_retry_at),
-        "error": s.error_message or "-",
-    }
-    _print_table(f"signal {s.id}", ("field", "value"), fields.items())
-    _print_table(
-        "deliveries",
-        ("reactor", "status", "dry run", "processed (UTC)", "retries", "next retry (UTC)", "error"),
-        (
-            (
-                d.reactor_name,
-                d.status.value,
-                "yes" if d.dry_run else "no",
-                _time(d.processed_at),
-                str(d.retry_count),
-                _time(d.next_retry_at),
-                d.error_message or "-",
-            )
-            for d in detail.deliveries
-        ),
-    )
-
-
-@signals_cli.command("stats")
-def signals_stats(as_json: JsonOption = False, app: AppOption = None) -> None:
-    """Counts by status and type, with the oldest signal of each."""
-    from tickwork.api.signals import StatsOut
-
-    rows = _run(app, lambda the_app, pool: admin.stats(pool, the_app.db.statements))
-    if as_json:
-        print_json([StatsOut.model_validate(r).model_dump(mode="json") for r in rows])
-        return
-    _print_table(
-        "signals by status and type",
-        ("status", "type", "count", "oldest created (UTC)"),
-        ((r.status.value, r.signal_type, f"{r.count:,}", _time(r.oldest_created_at)) for r in rows),
-    )
-
-
-@signals_cli.command("retry")
-def signals_retry(signal_id: SignalId, app: AppOption = None) -> None:
-    """Send a DEAD signal back to PENDING (reactors that completed it do not run again).
-
-    Refused when a fresher PENDING signal holds the same type and key: its work is queued.
-    """
-    actor = cli_actor()
-    signal = _run(
-        app, lambda the_app, pool: admin.retry(pool, the_app.db.statements, signal_id, actor)
-    )
-    typer.echo(f"signal {signal.id} is {signal.status.value}")
-
-
-@signals_cli.command("cancel")
-def signals_cancel(signal_id: SignalId, app: AppOption = None) -> None:
-    """Mark a PENDING signal COMPLETED without processing it."""
-    actor = cli_actor()
-    signal = _run(
-        app, lambda the_app, pool: admin.cancel(pool, the_app.db.statements, signal_id, actor)
-    )
-    typer.echo(f"signal {signal.id} is {signal.status.value} (cancelled, not processed)")
-
-
-# -- reactors -------------------------------------------------------------------------------
 
 
 class ConfiguredBool(BaseModel):
@@ -327,7 +141,7 @@ def _last_sweep(run: dict[str, Any] | None) -> str:
         return "never"
     started = run["started_at"]
     when = datetime.fromisoformat(started) if isinstance(started, str) else started
-    return f"{run['outcome']}{' (dry run)' if run['dry_run'] else ''} at {_time(when)}"
+    return f"{run['outcome']}{' (dry run)' if run['dry_run'] else ''} at {utc_time(when)}"
 
 
 def _cron(reactor: ConfiguredReactorOut | ReactorOut) -> str:
@@ -349,11 +163,11 @@ def reactors_list(
     if url is not None:
         _remote_reactors(url, token, as_json)
         return
-    views = [_configured(v) for v in _run(app, _reactor_views)]
+    views = [_configured(v) for v in run_with_pool(app, _reactor_views)]
     if as_json:
         print_json([v.model_dump(mode="json") for v in views])
         return
-    _print_table(
+    print_table(
         "reactors (configuration; a running serve's overrides: --url)",
         ("name", "handles", "sweep cron", "enabled", "dry run", "organisations", "last sweep"),
         (
@@ -379,7 +193,7 @@ def _remote_reactors(url: str, token: str | None, as_json: bool) -> None:
     if as_json:
         print_json([r.model_dump(mode="json") for r in reactors])
         return
-    _print_table(
+    print_table(
         f"reactors of {url}",
         ("name", "handles", "sweep cron", "enabled", "dry run", "organisations", "last sweep"),
         (

@@ -1,0 +1,225 @@
+"""The root's own commands: ``tickwork migrate``, ``worker``, ``serve`` and ``demo``, which
+run tickwork, and ``bench`` and ``doctor``, which measure it and its tables.
+
+:data:`COMMANDS` lists them; :mod:`tickwork.cli` registers them on the root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+from tickwork import logs
+from tickwork.cli.common import AppOption, JsonOption, LogLevel, console, load_app, print_json
+from tickwork.serve import EXIT_CANNOT_LISTEN, ROLES, CannotListen
+
+__all__ = ["COMMANDS", "bench", "demo", "doctor", "migrate", "serve", "worker"]
+
+_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency", "steady")
+_DEFAULT_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency")
+
+
+def migrate(app: AppOption = None, log_level: LogLevel = "INFO") -> None:
+    """Apply pending schema migrations (safe to run from several processes at once)."""
+    logs.configure(log_level)
+    applied = load_app(app).migrate()
+    typer.echo(f"applied migrations: {applied}" if applied else "schema is up to date")
+
+
+def worker(
+    app: AppOption = None,
+    queues: Annotated[
+        str | None, typer.Option("--queues", "-q", help="Comma-separated queues to claim from.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", "-c", help="Most jobs running at once.")
+    ] = None,
+    log_level: LogLevel = "INFO",
+) -> None:
+    """Run a worker: claim and run jobs until SIGTERM or SIGINT."""
+    logs.configure(log_level)
+    the_app = load_app(app)
+    names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
+    the_app.run_worker(queues=names, concurrency=concurrency)
+
+
+def serve(
+    app: AppOption = None,
+    roles: Annotated[
+        str | None,
+        typer.Option(
+            "--roles",
+            help=f"Comma-separated: {', '.join(ROLES)} (default: all).",
+        ),
+    ] = None,
+    queues: Annotated[
+        str | None, typer.Option("--queues", "-q", help="Comma-separated queues to claim from.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", "-c", help="Most jobs running at once.")
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="Address the API listens on.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port the API listens on.")] = None,
+    log_level: LogLevel = "INFO",
+) -> None:
+    """Run the API and the background services (the embedded database when no URL is set).
+    Exit code 4 when the API's address cannot be listened on (nothing is started)."""
+    from tickwork import serve as serving
+
+    logs.configure(log_level)
+    the_app = load_app(app)
+    names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
+    options = serving.ServeOptions(serving.parse_roles(roles), names, concurrency, host, port)
+    try:
+        serving.run(the_app, options)
+    except CannotListen as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_CANNOT_LISTEN) from None
+
+
+def demo(log_level: LogLevel = "ERROR") -> None:
+    """Show the job path end to end on the embedded database (or TICKWORK_DATABASE_URL)."""
+    from tickwork.demo import run_demo
+
+    logs.configure(log_level)
+    run_demo()
+
+
+def bench(
+    workloads: Annotated[
+        str, typer.Option("--workload", "-w", help="Comma-separated: " + ", ".join(_WORKLOADS))
+    ] = ",".join(_DEFAULT_WORKLOADS),
+    jobs: Annotated[int, typer.Option(help="Jobs per throughput workload.", min=1)] = 20_000,
+    concurrency: Annotated[int, typer.Option(help="Worker concurrency (drain).", min=1)] = 200,
+    processes: Annotated[int, typer.Option(help="Worker processes (drain).", min=1)] = 1,
+    batch: Annotated[int, typer.Option(help="Batch size (enqueue-batch).", min=1)] = 1000,
+    rate: Annotated[float, typer.Option(help="Jobs per second (latency).", min=0.1)] = 50.0,
+    latency_jobs: Annotated[int, typer.Option(help="Jobs measured (latency).", min=10)] = 500,
+    steady_rate: Annotated[
+        float, typer.Option(help="Jobs per second enqueued (steady).", min=1)
+    ] = 5000.0,
+    duration: Annotated[float, typer.Option(help="Seconds (steady).", min=10)] = 1800.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Measure enqueue, drain and pickup latency (on the embedded database by default), in a
+    schema the run makes for itself and drops at the end."""
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from tickwork import bench as bench_module
+
+    chosen = [w.strip() for w in workloads.split(",") if w.strip()]
+    for name in chosen:
+        if name not in _WORKLOADS:
+            raise typer.BadParameter(
+                f"--workload ({name!r}) must be one of {', '.join(_WORKLOADS)}"
+            )
+    logs.configure("ERROR")
+    out = console(stderr=as_json)
+    with Progress(console=out, transient=True) as progress:
+
+        def factory(name: str, total: int) -> Callable[[int], None]:
+            task = progress.add_task(name, total=total)
+            return lambda done: progress.update(task, completed=done)
+
+        env, results = bench_module.run(
+            chosen,
+            jobs=jobs,
+            concurrency=concurrency,
+            processes=processes,
+            batch=batch,
+            rate=rate,
+            latency_jobs=latency_jobs,
+            progress_factory=factory,
+            duration=duration,
+            steady_rate=steady_rate,
+        )
+    if as_json:
+        print_json(bench_module.as_json(env, results))
+        return
+    settings = ", ".join(f"{k}={v}" for k, v in env.settings.items())
+    out.print(
+        f"PostgreSQL {env.postgres} ({settings}); Python {env.python}, "
+        f"{env.cpus} CPUs, {env.machine}"
+    )
+    table = Table(title="tickwork bench")
+    for column in ("workload", "jobs", "seconds", "jobs/s", "details"):
+        table.add_column(column)
+    for r in results:
+        details = ", ".join(f"{k}={v}" for k, v in r.details.items() if k != "samples")
+        rate_text = "-" if r.workload == "latency" else f"{r.per_second:,.0f}"
+        table.add_row(r.workload, f"{r.jobs:,}", f"{r.seconds:.2f}", rate_text, details)
+    out.print(table)
+
+
+def doctor(
+    app: AppOption = None,
+    xmin_warning: Annotated[
+        float, typer.Option(help="Warn when a transaction holds back vacuum this long (s).")
+    ] = 300.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Table sizes, dead tuples, HOT updates and what holds back vacuum; exit 1 on warnings."""
+    from pydantic import TypeAdapter
+    from rich.table import Table
+
+    from tickwork.health import Health
+
+    logs.configure("ERROR")
+    report = load_app(app).health(xmin_warning_seconds=xmin_warning)
+    if as_json:
+        print_json(TypeAdapter(Health).dump_python(report, mode="json"))
+        if report.warnings:
+            raise typer.Exit(1)
+        return
+    out = console()
+    tables = Table(title="tables")
+    for column in ("table", "live", "dead", "HOT updates", "table size", "index size", "vacuumed"):
+        tables.add_column(column)
+    for t in report.tables:
+        hot = "-" if t.hot_ratio is None else f"{t.hot_ratio:.0%} of {t.updates:,}"
+        vacuumed = t.last_vacuum.strftime("%Y-%m-%d %H:%M:%S") if t.last_vacuum else "never"
+        tables.add_row(
+            t.name,
+            f"{t.live_tuples:,}",
+            f"{t.dead_tuples:,}",
+            hot,
+            _size(t.table_bytes),
+            _size(t.index_bytes),
+            vacuumed,
+        )
+    out.print(tables)
+    indexes = Table(title="indexes")
+    for column in ("table", "index", "size", "scans"):
+        indexes.add_column(column)
+    for i in report.indexes:
+        indexes.add_row(i.table, i.name, _size(i.bytes), f"{i.scans:,}")
+    out.print(indexes)
+    oldest = report.oldest_xmin
+    if oldest is None:
+        out.print("xmin horizon: no open snapshot holds back vacuum")
+    else:
+        age = "?" if oldest.age_seconds is None else f"{oldest.age_seconds:.0f}s"
+        out.print(
+            f"xmin horizon: {oldest.holder} {oldest.detail}, open {age}, "
+            f"{oldest.xmin_age:,} transactions behind"
+        )
+    for warning in report.warnings:
+        out.print(f"[bold yellow]warning:[/] {warning}")
+    if report.warnings:
+        raise typer.Exit(1)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+COMMANDS: tuple[Callable[..., None], ...] = (migrate, worker, serve, demo, bench, doctor)
+"""The root's own commands, in the order ``tickwork --help`` lists them."""
