@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TextIO
 import uvicorn
 
 from tickwork.errors import ConfigError, TickworkError
+from tickwork.worker.run import exit_past_running_handlers, handle_stop_signals
 
 if TYPE_CHECKING:
     from tickwork.app import App
@@ -113,8 +114,6 @@ class ServeOptions:
 def run(app: App, options: ServeOptions, out: TextIO = sys.stdout) -> None:
     """Serve until SIGTERM/SIGINT (blocking). The API's address is bound first
     (:class:`CannotListen` before anything starts)."""
-    from tickwork.worker.run import exit_past_running_handlers
-
     sock = None
     if "api" in options.roles:
         host = options.host or app.settings.api.host
@@ -165,15 +164,15 @@ async def _serve(
     worker = None
     signals = 0
 
-    def on_signal() -> None:
+    def on_signal(signum: int) -> None:
         nonlocal signals
         signals += 1
+        log.info("stop requested", extra={"signal": signal.Signals(signum).name})
         stop.set()
         if signals > 1 and worker is not None:  # a second signal skips the grace period
             worker.request_stop(immediate=True)
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal)
+    handle_stop_signals(loop, on_signal)
 
     running: list[asyncio.Task[None]] = []
     if options.roles & {"executor", "scheduler", "watchdog", "retention"}:

@@ -14,6 +14,7 @@ import typer
 from tickwork import logs
 from tickwork.cli.common import AppOption, JsonOption, LogLevel, console, load_app, print_json
 from tickwork.serve import EXIT_CANNOT_LISTEN, ROLES, CannotListen
+from tickwork.worker.run import catch_stop_signals_early
 
 __all__ = ["COMMANDS", "bench", "demo", "doctor", "migrate", "serve", "worker"]
 
@@ -39,6 +40,7 @@ def worker(
     log_level: LogLevel = "INFO",
 ) -> None:
     """Run a worker: claim and run jobs until SIGTERM or SIGINT."""
+    catch_stop_signals_early()
     logs.configure(log_level)
     the_app = load_app(app)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
@@ -68,6 +70,7 @@ def serve(
     Exit code 4 when the API's address cannot be listened on (nothing is started)."""
     from tickwork import serve as serving
 
+    catch_stop_signals_early()
     logs.configure(log_level)
     the_app = load_app(app)
     names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None

@@ -7,11 +7,42 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from tickwork.db import embedded
 from tickwork.worker.worker import Worker
 
 log = logging.getLogger("tickwork.worker")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""Signals that stop a worker or serve process gracefully (SIGHUP: its terminal closed)."""
+_early: list[int] = []  # stop signals that arrived before the event loop took them over
+
+
+def catch_stop_signals_early() -> None:
+    """From now until the process's event loop handles them, a stop signal is remembered
+    instead of killing the process half-started (the default action, exit -15 with nothing
+    cleaned up): the loop acts on it as soon as it runs (:func:`handle_stop_signals`), so
+    a process told to stop while it starts stops cleanly once it has. A second one aborts
+    the start (``KeyboardInterrupt``)."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _remember)
+
+
+def _remember(signum: int, frame: object) -> None:
+    if _early:
+        raise KeyboardInterrupt
+    _early.append(signum)
+
+
+def handle_stop_signals(loop: asyncio.AbstractEventLoop, on_signal: Callable[[int], None]) -> None:
+    """Send every stop signal to ``on_signal`` on ``loop``, the ones remembered since
+    :func:`catch_stop_signals_early` first."""
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, on_signal, signum)
+    for early in _early:
+        loop.call_soon(on_signal, early)
+    _early.clear()
 
 
 def run_blocking(worker: Worker) -> None:
@@ -48,6 +79,5 @@ async def _main(worker: Worker) -> None:
         log.info("stop requested", extra={"signal": signal.Signals(signum).name})
         worker.request_stop(immediate=signals_seen > 1)
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal, signum)
+    handle_stop_signals(loop, on_signal)
     await worker.run()

@@ -1,0 +1,81 @@
+"""A worker or serve process told to stop while it is still starting stops cleanly once it
+has started (it is not killed half-started), and SIGHUP (its terminal closed) stops it like
+SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .support import HANG_GUARD, wait_for
+
+pytestmark = pytest.mark.e2e
+
+E2E_DIR = Path(__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start(db_env: dict[str, str], tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
+    env = dict(
+        db_env,
+        TICKWORK_TEST_STARTED=str(tmp_path / "started"),
+        TICKWORK_TEST_GO=str(tmp_path / "go"),
+        TICKWORK_ADMIN_EMAIL="root@example.com",
+        TICKWORK_ADMIN_PASSWORD="correct horse battery staple",
+        PYTHONPATH=os.pathsep.join(p for p in (str(E2E_DIR), db_env.get("PYTHONPATH")) if p),
+    )
+    log = (tmp_path / "process.log").open("wb")
+    return subprocess.Popen(
+        [sys.executable, "-m", "tickwork", *args, "--app", "slow_start_app:app"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+
+
+@pytest.mark.parametrize("command", [["worker"], ["serve", "--port", "0"]])
+def test_a_stop_signal_during_start_up_stops_the_process_cleanly_once_started(
+    db_env: dict[str, str], tmp_path: Path, clean: None, command: list[str]
+) -> None:
+    process = start(db_env, tmp_path, *command)
+    try:
+        wait_for((tmp_path / "started").exists, "the app's import to begin")
+        process.send_signal(signal.SIGTERM)  # still importing the app: no event loop yet
+        (tmp_path / "go").touch()
+        assert process.wait(HANG_GUARD) == 0, (tmp_path / "process.log").read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "stop requested signal=SIGTERM" in (tmp_path / "process.log").read_text()
+
+
+def test_sighup_stops_serve_like_sigterm(
+    db_env: dict[str, str], tmp_path: Path, clean: None
+) -> None:
+    (tmp_path / "go").touch()
+    process = start(db_env, tmp_path, "serve", "--port", str(free_port()))
+    try:
+        wait_for(
+            lambda: "serving on" in (tmp_path / "process.log").read_text(), "serve to be ready"
+        )
+        process.send_signal(signal.SIGHUP)
+        assert process.wait(HANG_GUARD) == 0, (tmp_path / "process.log").read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "stop requested signal=SIGHUP" in (tmp_path / "process.log").read_text()
