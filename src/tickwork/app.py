@@ -306,6 +306,7 @@ class App:
         specs: Iterable[JobSpec | Mapping[str, Any]],
         created_by: str,
         any_task: bool = False,
+        defaults: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> list[JobRow]:
         out = []
         tasks = self.tasks
@@ -313,7 +314,7 @@ class App:
             spec = item if type(item) is JobSpec else _as_spec(item, index)
             task = tasks.get(spec.task)
             if task is None and any_task:
-                out.append(unregistered_row(spec, created_by))
+                out.append(unregistered_row(spec, created_by, (defaults or {}).get(spec.task)))
                 continue
             out.append((task or self.get_task(spec.task)).row(spec, created_by))
         return out
@@ -365,14 +366,17 @@ class App:
         conn: Any = None,
         created_by: str = DEFAULT_CREATED_BY,
         any_task: bool = False,
+        defaults: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> list[Job]:
         """Enqueue a batch in one round trip; results are in input order. All or nothing.
 
         With ``any_task=True`` a job of a task this app does not define is enqueued too, by
-        name, for a worker that defines it: the options it leaves unset take the defaults
-        (queue ``default``, ...), and its arguments are checked by that worker only.
+        name, for a worker that defines it: the options it leaves unset take ``defaults[task]``
+        (what the workers recorded their task gives its jobs: ``admin.known_tasks``), else
+        those of a task registered without options (queue ``default``, ...); its arguments
+        are checked by that worker only.
         """
-        job_rows = self._rows(jobs, created_by, any_task)
+        job_rows = self._rows(jobs, created_by, any_task, defaults)
         if not job_rows:
             return []
         plan = insert_plan(job_rows)
@@ -404,9 +408,10 @@ class App:
         conn: Any = None,
         created_by: str = DEFAULT_CREATED_BY,
         any_task: bool = False,
+        defaults: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> list[Job]:
         """Async :meth:`enqueue_many`."""
-        job_rows = self._rows(jobs, created_by, any_task)
+        job_rows = self._rows(jobs, created_by, any_task, defaults)
         if not job_rows:
             return []
         plan = insert_plan(job_rows)

@@ -75,11 +75,13 @@ class UnknownTaskError(EnqueueError):
     SHOWN = 20
     """Known names an error lists (the rest are counted)."""
 
-    def __init__(self, name: str, known: list[str]) -> None:
+    def __init__(self, name: str, known: list[str], hint: str | None = None) -> None:
         names = sorted(set(known))
         listing = ", ".join(names[: self.SHOWN]) or "none registered"
         if len(names) > self.SHOWN:
             listing += f" and {len(names) - self.SHOWN} more"
+        if hint:
+            listing += f"; {hint}"
         super().__init__("task", name, f"is not a registered task (known: {listing})")
 
 

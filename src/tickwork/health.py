@@ -11,7 +11,7 @@ import psycopg
 
 from tickwork.db.database import fetch
 from tickwork.db.statements import Statements
-from tickwork.queue.admin import WORKER_STALE_AFTER
+from tickwork.queue.admin import WORKER_STALE_AFTER, UnservedTask
 
 DEFAULT_XMIN_WARNING_SECONDS = 300.0
 """An open transaction older than this is reported as a warning."""
@@ -115,10 +115,8 @@ def check(
         )
     else:
         for u in fetch(conn, statements["queue_unserved"], {"stale_after": WORKER_STALE_AFTER}):
-            warnings.append(
-                f"{u['jobs']:,} jobs of task {u['task']} wait in queue {u['queue']}: no live"
-                " worker knows the task (start a worker whose app defines it, or cancel them)"
-            )
+            unserved = UnservedTask(u["task"], u["jobs"], u["oldest_seconds"])
+            warnings.append(unserved.describe(u["queue"]))
     if not fetch(conn, statements["health_autovacuum"], {})[0]["autovacuum"]:
         warnings.append(
             "the server's autovacuum is off: dead rows are reclaimed only by tickwork's retention"

@@ -8,7 +8,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from tickwork.config import QUEUE_NAME
+from tickwork.config import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    DEFAULT_TASK_TIMEOUT,
+    QUEUE_NAME,
+)
 from tickwork.errors import EnqueueError, TaskDefinitionError
 from tickwork.queue.backoff import Backoff, ExponentialBackoff
 from tickwork.queue.enqueue import (
@@ -44,6 +50,28 @@ class TaskOptions:
     max_attempts: int
     timeout: float | None
     backoff: Backoff
+
+    def stored(self) -> dict[str, Any]:
+        """What a job takes from these options, as workers record them (JSON)."""
+        return {
+            "queue": self.queue,
+            "priority": self.priority,
+            "max_attempts": self.max_attempts,
+            "timeout": self.timeout,
+        }
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any] | None) -> TaskOptions:
+        """Options recorded by a worker (:meth:`stored`); what is missing takes the defaults
+        of a task registered without options."""
+        given = stored or {}
+        return cls(
+            queue=given.get("queue") or DEFAULT_QUEUE,
+            priority=given.get("priority", DEFAULT_PRIORITY),
+            max_attempts=given.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
+            timeout=given.get("timeout", DEFAULT_TASK_TIMEOUT),
+            backoff=ExponentialBackoff(),
+        )
 
 
 class Task(Generic[P, R]):

@@ -65,24 +65,35 @@ async def test_the_api_enqueues_for_tasks_its_workers_define_and_names_unknown_o
     api: Api, database_url: str, schema: str
 ) -> None:
     operator = api.headers(Role.OPERATOR)
-    body = {"task": "only.on.workers", "args": {"n": 1}, "queue": "elsewhere"}
+    body = {"task": "only.on.workers", "args": {"n": 1}}
     unknown = problem(await api.client.post("/api/jobs", json=body, headers=operator), 400)
     assert "only.on.workers" in unknown["detail"] and "tests.echo" in unknown["detail"]
+    assert "tickwork worker --app" in unknown["detail"]  # what to do about it
 
     fleet = App(database_url=database_url, schema=schema)  # a worker process's app
 
-    @fleet.task(name="only.on.workers")
+    @fleet.task(name="only.on.workers", queue="far", max_attempts=7, timeout=9.0)
     def far(n: int) -> int:
         return n
 
     try:
-        async with fleet.worker(queues=["elsewhere"]):  # registered: its tasks are known
+        async with fleet.worker(queues=["far"]):  # registered: its tasks are known
             made = await api.client.post("/api/jobs", json=body, headers=operator)
             assert made.status_code == 201, made.text
-            assert made.json()["queue"] == "elsewhere" and made.json()["max_attempts"] == 5
-        async with fleet.worker(queues=["elsewhere"]) as worker:
+            job = made.json()  # the options the worker's task gives its jobs
+            assert (job["queue"], job["max_attempts"], job["timeout"]) == ("far", 7, 9.0)
+            scheduled = await api.client.post(
+                "/api/schedules",
+                json={"name": "far-nightly", "task": "only.on.workers", "cron": "0 3 * * *"},
+                headers=api.headers(Role.ADMIN),
+            )
+            assert scheduled.status_code == 201, scheduled.text
+        async with fleet.worker(queues=["far"]) as worker:
             (outcome,) = (await worker.run_once()).outcomes
-        assert outcome.job_id == made.json()["id"] and outcome.job_state is JobState.SUCCEEDED
+        assert outcome.job_id == job["id"] and outcome.job_state is JobState.SUCCEEDED
+        fired = await api.client.post("/api/schedules/far-nightly/trigger", headers=operator)
+        assert fired.status_code in (200, 201), fired.text
+        assert fired.json()["queue"] == "far"  # the schedule took the worker's task options
     finally:
         await fleet.db.aclose()
 

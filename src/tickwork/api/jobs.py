@@ -63,6 +63,12 @@ async def list_jobs(
     return await admin.list_jobs(svc.pool, svc.statements, where, limit=limit, before_id=before_id)
 
 
+NO_SUCH_TASK = (
+    "neither this server's app nor a worker seen in the last day defines it: start a worker"
+    " whose app does (tickwork worker --app module:app), or serve --app module:app"
+)
+
+
 @router.post("/api/jobs", response_model=JobOut, status_code=201, tags=["jobs"])
 async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) -> object:
     """Enqueue a job of a task that the serving app or a worker seen in the last day defines
@@ -81,13 +87,12 @@ async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) ->
     try:
         async with svc.pool.connection() as conn, conn.transaction():
             elsewhere = body.task not in svc.app.tasks
-            if elsewhere:
-                known = await admin.known_tasks(conn, svc.statements)
-                if body.task not in known:
-                    raise UnknownTaskError(body.task, [*svc.app.tasks, *known])
+            known = await admin.known_tasks(conn, svc.statements) if elsewhere else {}
+            if elsewhere and body.task not in known:
+                raise UnknownTaskError(body.task, [*svc.app.tasks, *known], hint=NO_SUCH_TASK)
             job = (
                 await svc.app.enqueue_many_async(
-                    [spec], conn=conn, created_by=who.actor, any_task=elsewhere
+                    [spec], conn=conn, created_by=who.actor, any_task=elsewhere, defaults=known
                 )
             )[0]
             if job.duplicate:  # the job holding the unique_key, not a new one

@@ -13,6 +13,7 @@ from tickwork.api.schemas import JobOut, ScheduleEditIn, ScheduleIn, ScheduleOut
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.limits import too_deep
+from tickwork.queue import admin as queue_admin
 from tickwork.queue.rows import servable
 from tickwork.schedule import admin
 from tickwork.schedule.scheduler import StoredSchedule
@@ -32,8 +33,15 @@ def _shown(schedule: StoredSchedule) -> StoredSchedule:
     return replace(schedule, args={}, omitted=("args",))
 
 
-def _task_checker(svc: Services) -> admin.CheckTask:
+async def _task_checker(svc: Services) -> admin.CheckTask:
+    """Checks a schedule's task: one of the serving app's (its arguments checked against the
+    handler), or one a worker seen in the last day defines (as that worker recorded it)."""
+    async with svc.pool.connection() as conn:
+        fleet = await queue_admin.known_tasks(conn, svc.statements)
+
     def check(task: str, args: Mapping[str, Any]) -> TaskOptions:
+        if task not in svc.app.tasks and task in fleet:
+            return TaskOptions.from_stored(fleet[task])
         known = svc.app.get_task(task)  # unknown task: 400
         known.check_args(args)  # unfit arguments: 400
         return known.options
@@ -49,12 +57,12 @@ async def list_schedules(svc: Svc) -> list[StoredSchedule]:
 
 @router.post("/api/schedules", response_model=ScheduleOut, status_code=201)
 async def create_schedule(body: ScheduleIn, svc: Svc, who: Caller) -> StoredSchedule:
-    """Store a schedule of a task registered with the serving app."""
+    """Store a schedule of a task the serving app or a worker seen in the last day defines."""
     return await admin.create(
         svc.pool,
         svc.statements,
         body.model_dump(),
-        check_task=_task_checker(svc),
+        check_task=await _task_checker(svc),
         actor=who.actor,
     )
 
@@ -73,7 +81,7 @@ async def edit_schedule(name: str, body: ScheduleEditIn, svc: Svc, who: Caller) 
         svc.statements,
         name,
         body.model_dump(exclude_unset=True),
-        check_task=_task_checker(svc),
+        check_task=await _task_checker(svc),
         actor=who.actor,
     )
     return _shown(edited)

@@ -239,7 +239,8 @@ class QueueOut(Model):
     finished_last_5_minutes: int
     unserved: list[UnservedOut] = Field(
         default_factory=list,
-        description="Tasks with jobs waiting here that no live worker knows: they wait until "
+        description="Tasks with jobs waiting here that no live worker claims from this queue"
+        " (none has both): they wait until "
         "a worker that has the task starts.",
     )
 

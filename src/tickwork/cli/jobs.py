@@ -209,7 +209,9 @@ def jobs_enqueue(
     queue: Annotated[
         str | None,
         typer.Option(
-            "--queue", "-q", help="Queue (default: the task's; 'default' if --app lacks it)."
+            "--queue",
+            "-q",
+            help="Queue (default: the task's, as --app or its workers define it; else 'default').",
         ),
     ] = None,
     priority: Annotated[
@@ -248,8 +250,12 @@ def jobs_enqueue(
 
     async def enqueue(the_app: App, pool: AsyncConnectionPool[Any]) -> Job:
         async with pool.connection() as conn, conn.transaction():
+            # a task this command's app lacks takes what its workers recorded it gives jobs
+            known = await admin.known_tasks(conn, the_app.db.statements)
             job = (
-                await the_app.enqueue_many_async([spec], conn=conn, created_by=actor, any_task=True)
+                await the_app.enqueue_many_async(
+                    [spec], conn=conn, created_by=actor, any_task=True, defaults=known
+                )
             )[0]
             if not job.duplicate:  # as the API records it
                 await audit_append(

@@ -69,9 +69,7 @@ def queues_list(as_json: JsonOption = False, app: AppOption = None) -> None:
     )
     for q in stats:
         for u in q.unserved:
-            typer.echo(
-                f"{u.jobs:,} jobs of task {u.task} wait in queue {q.name}: no live worker knows it"
-            )
+            typer.echo(u.describe(q.name))
 
 
 def _set_paused(app: str | None, name: str, paused: bool) -> None:

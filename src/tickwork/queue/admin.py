@@ -119,7 +119,8 @@ class QueueStats:
     """Age of the oldest runnable job (None when nothing is waiting)."""
     finished_last_5_minutes: int
     unserved: list[UnservedTask] = field(default_factory=list)
-    """Tasks with waiting jobs here that no live worker knows: they wait until one starts."""
+    """Tasks with waiting jobs here that no live worker claims (none has both the task and
+    this queue): they wait until one starts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +132,15 @@ class UnservedTask:
     """Jobs waiting (PENDING, or FAILED awaiting a retry)."""
     oldest_seconds: float
     """How long the oldest of them has been due (0 when none is due yet)."""
+
+    def describe(self, queue: str) -> str:
+        """One line for operators."""
+        jobs = f"{self.jobs:,} job{'' if self.jobs == 1 else 's'}"
+        verb = "waits" if self.jobs == 1 else "wait"
+        return (
+            f"{jobs} of task {self.task} {verb} in queue {queue}: no live worker claims"
+            " that task from that queue (start one whose app defines it, on that queue)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,12 +343,16 @@ TASKS_SEEN_WITHIN = 86400.0
 """A task counts as known to the fleet while a worker that defines it was seen this recently."""
 
 
-async def known_tasks(conn: psycopg.AsyncConnection[Any], statements: Statements) -> list[str]:
-    """Tasks the workers seen within :data:`TASKS_SEEN_WITHIN` define, stopped or not."""
+async def known_tasks(
+    conn: psycopg.AsyncConnection[Any], statements: Statements
+) -> dict[str, dict[str, Any]]:
+    """Tasks the workers seen within :data:`TASKS_SEEN_WITHIN` define (stopped or not), with
+    what each gives its jobs (queue, priority, max_attempts, timeout), as the most recently
+    seen of those workers recorded it."""
     found = await fetch_async(
         conn, statements["worker_known_tasks"], {"seen_within": TASKS_SEEN_WITHIN}
     )
-    return [r["task"] for r in found]
+    return {r["task"]: dict(r["options"] or {}) for r in found}
 
 
 async def list_workers(pool: AsyncConnectionPool[Any], statements: Statements) -> list[WorkerInfo]:

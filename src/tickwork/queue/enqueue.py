@@ -70,22 +70,33 @@ class JobRow:
     created_by: str
 
 
-def unregistered_row(spec: JobSpec, created_by: str = DEFAULT_CREATED_BY) -> JobRow:
+def unregistered_row(
+    spec: JobSpec,
+    created_by: str = DEFAULT_CREATED_BY,
+    defaults: Mapping[str, Any] | None = None,
+) -> JobRow:
     """A job of a task this process does not define, for a worker that does: its arguments
-    cannot be checked against the handler here, and the options it leaves unset take the
-    defaults of a task registered without options (queue ``default``, ...)."""
+    cannot be checked against the handler here. The options it leaves unset take
+    ``defaults`` (what a worker recorded its task gives its jobs: queue, priority,
+    max_attempts, timeout), else those of a task registered without options (queue
+    ``default``, ...)."""
     if not isinstance(spec.task, str) or not spec.task.strip():
         raise EnqueueError("task", spec.task, "must be a task name")
+    given = defaults or {}
+
+    def pick(value: Any, name: str, default: Any) -> Any:
+        return value if value is not None else given.get(name, default)
+
     return JobRow(
-        queue=DEFAULT_QUEUE if spec.queue is None else check_queue(spec.queue),
+        queue=check_queue(pick(spec.queue, "queue", DEFAULT_QUEUE)),
         task=spec.task,
         args=check_args_mapping(spec.args),
-        priority=DEFAULT_PRIORITY if spec.priority is None else check_priority(spec.priority),
-        max_attempts=DEFAULT_MAX_ATTEMPTS
-        if spec.max_attempts is None
-        else check_max_attempts(spec.max_attempts),
+        priority=check_priority(pick(spec.priority, "priority", DEFAULT_PRIORITY)),
+        max_attempts=check_max_attempts(
+            pick(spec.max_attempts, "max_attempts", DEFAULT_MAX_ATTEMPTS)
+        ),
         run_at=check_run_at(spec.run_at),
-        timeout=DEFAULT_TASK_TIMEOUT if spec.timeout is None else check_timeout(spec.timeout),
+        timeout=check_timeout(pick(spec.timeout, "timeout", DEFAULT_TASK_TIMEOUT)),
         unique_key=check_unique_key(spec.unique_key),
         created_by=created_by,
     )

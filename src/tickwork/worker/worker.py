@@ -222,6 +222,11 @@ class Worker:
         Jobs of other tasks wait for a worker that has them."""
         return sorted(self.app.tasks) if self.run_executor else []
 
+    def _task_options(self) -> str:
+        """JSON of what this worker's tasks give their jobs, by task name."""
+        tasks = self.app.tasks
+        return json.dumps({name: tasks[name].options.stored() for name in self.task_names})
+
     @property
     def in_flight(self) -> int:
         """Attempts running now."""
@@ -288,6 +293,7 @@ class Worker:
                 "queues": self.queues,
                 "concurrency": self.concurrency,
                 "tasks": self.task_names,
+                "task_options": self._task_options(),
             },
         )
         log.info(
@@ -726,7 +732,10 @@ class Worker:
 
     async def renew_leases(self) -> None:
         """Extend the leases of every in-flight attempt; react to cancels and lost leases."""
-        await self._execute("worker_heartbeat", {"id": self.id, "tasks": self.task_names})
+        await self._execute(
+            "worker_heartbeat",
+            {"id": self.id, "tasks": self.task_names, "task_options": self._task_options()},
+        )
         ids = list(self._inflight)
         if not ids:
             return

@@ -9,5 +9,8 @@ DROP INDEX {schema}.jobs_runnable_idx;
 CREATE INDEX jobs_runnable_idx ON {schema}.jobs (queue, task, priority DESC, run_at, id)
     WHERE state IN ('PENDING', 'FAILED');
 
--- What each worker can run, so operators see jobs that no live worker knows.
-ALTER TABLE {schema}.workers ADD COLUMN tasks text[] NOT NULL DEFAULT '{}';
+-- What each worker can run, so operators see jobs that no live worker claims, and what its
+-- tasks give their jobs ({"name": {"queue", "priority", "max_attempts", "timeout"}}), so a
+-- process without the task (an API without the application) enqueues them as they expect.
+ALTER TABLE {schema}.workers ADD COLUMN tasks text[] NOT NULL DEFAULT '{}',
+    ADD COLUMN task_options jsonb NOT NULL DEFAULT '{}';
