@@ -204,9 +204,9 @@ async def _show(app: App, slow_started: asyncio.Event, console: Console) -> list
     return [await app.get_job_async(job.id) for job in jobs]
 
 
-def run_demo() -> None:
+def run_demo(console: Console | None = None) -> None:
     """Run the demo in its own schema, print what happened to every job, drop the schema."""
-    console = Console()
+    console = console or Console()
     app, slow_started = build_app()
     schema = app.settings.schema_name
     where = "TICKWORK_DATABASE_URL" if app.settings.database_url else "the embedded PostgreSQL"

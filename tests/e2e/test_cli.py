@@ -40,6 +40,8 @@ def test_demo_settles_every_job_and_prints_a_summary(db_env: dict[str, str]) -> 
     assert left == (0, 0, 0)
     for expected in ("SUCCEEDED", "DEAD_LETTER", "CANCELLED", "job.dead_lettered"):
         assert expected in done.stdout
+    # captured through a pipe: the tables keep their width instead of wrapping at 80
+    assert max(len(line) for line in done.stdout.splitlines()) > 80
     assert "job.cancel_requested" in done.stdout  # the deferred cancel of a running job
     assert "schedule demo-heartbeat" in done.stdout  # the schedule fired
     assert "1 signal (19 squashed into" in " ".join(done.stdout.split())  # signals squashed

@@ -120,6 +120,20 @@ def test_a_bad_app_is_one_line(
     assert one_line_error(done).startswith(f"error: {message}")
 
 
+def test_an_app_module_that_fails_to_import_shows_where_then_one_line_and_exit_2(
+    db_env: dict[str, str], project: Path
+) -> None:
+    (project / "broken.py").write_text('raise RuntimeError("the config file is missing")\n')
+    done = console_script(db_env, project, "doctor", "--app", "broken:app")
+    assert done.returncode == 2  # not doctor's 1 (warnings): a script can tell them apart
+    lines = done.stderr.strip().splitlines()
+    assert 'broken.py", line 1' in done.stderr  # the traceback points into the module
+    assert lines[-1] == (
+        "error: --app ('broken:app'): importing 'broken' failed: RuntimeError: the config file"
+        " is missing (the traceback above shows where)"
+    )
+
+
 # -- output -------------------------------------------------------------------------------
 
 

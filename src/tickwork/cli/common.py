@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import sys
+import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -24,7 +25,8 @@ from psycopg_pool import AsyncConnectionPool
 from tickwork import logs
 from tickwork.app import App
 from tickwork.db.database import database_error
-from tickwork.errors import ConfigError
+from tickwork.errors import ConfigError, TickworkError
+from tickwork.limits import cut
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -139,6 +141,15 @@ def load_app(path: str | None) -> App:
         raise ConfigError(f"--app ({path!r}): importing {module_name!r} failed: {exc}") from None
     except ImportError as exc:
         raise ConfigError(f"--app ({path!r}): importing {module_name!r} failed: {exc}") from None
+    except TickworkError:
+        raise  # the app's own definition refused (a bad setting, a task defined twice)
+    except Exception as exc:  # a bug in the module: its traceback, then the one line
+        traceback.print_exc(file=sys.stderr)
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise ConfigError(
+            f"--app ({path!r}): importing {module_name!r} failed: "
+            f"{type(exc).__name__}: {cut(first, 200)} (the traceback above shows where)"
+        ) from None
     if not hasattr(module, attribute):
         raise ConfigError(f"--app ({path!r}): module {module_name!r} has no {attribute!r}")
     found = getattr(module, attribute)

@@ -87,7 +87,7 @@ def demo(log_level: LogLevel = "ERROR") -> None:
     from tickwork.demo import run_demo
 
     logs.configure(log_level)
-    run_demo()
+    run_demo(console())  # not cut to 80 columns in a pipe
 
 
 def bench(
