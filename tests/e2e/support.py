@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import subprocess
 import sys
 import time
@@ -47,6 +48,14 @@ def worker_command(concurrency: int, log_level: str = "INFO") -> list[str]:
         "--log-level",
         log_level,
     ]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def wait_for(predicate: Any, what: str, timeout: float = HANG_GUARD) -> Any:

@@ -22,7 +22,7 @@ from tickwork import App
 from tickwork.audit import AuditFilter, list_events
 from tickwork.cli import cli_actor
 
-from .support import tickwork
+from .support import free_port, tickwork
 
 pytestmark = pytest.mark.e2e
 
@@ -219,15 +219,6 @@ async def test_reactors_list_shows_the_configuration(
         await run(db_env, "reactors", "disable", "order_paid", "--url", "http://127.0.0.1:9")
     )
     assert "--url needs --token" in no_token
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 from pathlib import Path
 
 import psycopg
@@ -15,19 +14,12 @@ import pytest
 from tickwork import App
 from tickwork.queue import admin
 
-from .support import HANG_GUARD, WORKER_APP, spawner, wait_for
+from .support import HANG_GUARD, WORKER_APP, free_port, spawner, wait_for
 
 pytestmark = pytest.mark.e2e
 
 E2E_DIR = Path(__file__).parent
 JOBS = 200
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_serve_without_the_app_leaves_the_jobs_to_the_worker_that_has_the_task(

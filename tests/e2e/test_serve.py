@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,17 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from .support import free_port
+
 pytestmark = pytest.mark.e2e
 
 E2E_DIR = Path(__file__).parent
 START_GUARD = 180.0  # not a timing assertion: only stops a broken start from hanging the run
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def start_serve(env: dict[str, str], cwd: Path) -> tuple[subprocess.Popen[str], str]:

@@ -6,25 +6,17 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from .support import HANG_GUARD, wait_for
+from .support import HANG_GUARD, free_port, wait_for
 
 pytestmark = pytest.mark.e2e
 
 E2E_DIR = Path(__file__).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def start(db_env: dict[str, str], tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:

@@ -333,20 +333,27 @@ class AuthService:
         await self._settle_attempt(reserved, failed=False)
         new_hash = await asyncio.to_thread(hash_password, new)
         async with self.pool.connection() as conn, conn.transaction():
-            changed = await self._q(
-                conn,
-                "user_set_password_hash",
-                user_id=user_id,
-                new_hash=new_hash,
-                old_hash=row["password_hash"],
-            )
-            if not changed:
-                raise ConflictError(f"the password of user {user_id} changed meanwhile; retry")
-            await self._end_sessions(conn, user_id, "password_changed")
-            await self._audit(
-                conn, f"user:{row['email']}", "user.password_changed", "user", user_id
-            )
+            await self._replace_password(conn, row, new_hash, f"user:{row['email']}")
         self._sessions.forget(user_id)
+
+    async def _replace_password(
+        self, conn: Connection, row: Row, new_hash: str, actor: str, **detail: Any
+    ) -> Row:
+        """Store ``new_hash`` over the hash ``row`` was read with (a change made meanwhile
+        is a conflict), end every session of the user and audit it; the user's new row."""
+        user_id = row["id"]
+        changed = await self._q(
+            conn,
+            "user_set_password_hash",
+            user_id=user_id,
+            new_hash=new_hash,
+            old_hash=row["password_hash"],
+        )
+        if not changed:
+            raise ConflictError(f"the password of user {user_id} changed meanwhile; retry")
+        await self._end_sessions(conn, user_id, "password_changed")
+        await self._audit(conn, actor, "user.password_changed", "user", user_id, **detail)
+        return changed[0]
 
     async def set_password(self, user_id: int, new: str, actor: str) -> User:
         """Set a password without the current one: an operator's reset (the command line's
@@ -356,21 +363,9 @@ class AuthService:
         new_hash = await asyncio.to_thread(hash_password, new)
         async with self.pool.connection() as conn, conn.transaction():
             row = await self._user_row(conn, user_id)
-            changed = await self._q(
-                conn,
-                "user_set_password_hash",
-                user_id=user_id,
-                new_hash=new_hash,
-                old_hash=row["password_hash"],
-            )
-            if not changed:
-                raise ConflictError(f"the password of user {user_id} changed meanwhile; retry")
-            await self._end_sessions(conn, user_id, "password_changed")
-            await self._audit(
-                conn, actor, "user.password_changed", "user", user_id, email=row["email"]
-            )
+            changed = await self._replace_password(conn, row, new_hash, actor, email=row["email"])
         self._sessions.forget(user_id)
-        return User.from_row(changed[0])
+        return User.from_row(changed)
 
     # -- sessions ---------------------------------------------------------------------------
 
