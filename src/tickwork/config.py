@@ -98,7 +98,9 @@ SIGNAL_RETENTION_REACTOR = "signal-retention"
 SECRET_FIELDS = ("database_url", "secret", "password")
 """A setting whose name contains one of these is never echoed in an error."""
 
-SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}\Z")
+SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,53}\Z")
+"""At most 54 characters: the NOTIFY channels are named ``<schema>.finished`` (the longest),
+and PostgreSQL names are at most 63 bytes (a longer channel fails every outcome write)."""
 QUEUE_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,128}\Z")
 SCHEDULE_NAME = re.compile(r"^[\w.:<>@+-]{1,200}\Z")
 """A schedule's name: it stands in URL paths and log lines, so no slashes, spaces or
@@ -383,8 +385,8 @@ class Settings(BaseSettings):
             self.auth.admin_password = self.admin_password
         if not SCHEMA_NAME.match(self.schema_name):
             raise ValueError(
-                f"schema ({self.schema_name!r}) must be a lower-case identifier "
-                "(letters, digits, underscore; not starting with a digit)"
+                f"schema ({self.schema_name!r}) must be a lower-case identifier of at most 54"
+                " characters (letters, digits, underscore; not starting with a digit)"
             )
         if self.database_url is not None:
             _check_url(self.database_url.get_secret_value())

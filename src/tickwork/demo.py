@@ -64,8 +64,8 @@ class Recalculate(Reactor):
 
 
 def demo_schema(schema: str) -> str:
-    """The demo's own schema beside ``schema`` (within PostgreSQL's 63-character names)."""
-    return schema[: 63 - len(SCHEMA_SUFFIX)] + SCHEMA_SUFFIX
+    """The demo's own schema beside ``schema`` (within the 54 characters of a schema name)."""
+    return schema[: 54 - len(SCHEMA_SUFFIX)] + SCHEMA_SUFFIX
 
 
 def build_app() -> tuple[App, asyncio.Event]:

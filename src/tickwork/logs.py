@@ -25,9 +25,9 @@ def _value(value: object) -> str:
     ``=`` or control characters, so a message can neither split into fields nor forge a
     line of its own."""
     text = str(value)
-    if text and text.isprintable() and not any(c in text for c in ' "=\\'):
+    if text and text.isascii() and text.isprintable() and not any(c in text for c in ' "=\\'):
         return text
-    return json.dumps(text, ensure_ascii=False)
+    return json.dumps(text)  # ASCII: U+2028 and friends are escaped, not line breaks
 
 
 def configure(level: str = "INFO") -> None:

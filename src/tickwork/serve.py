@@ -124,8 +124,8 @@ def run(app: App, options: ServeOptions, out: TextIO = sys.stdout) -> None:
     finally:
         if sock is not None:
             sock.close()
-    for worker in started:
-        exit_past_running_handlers(worker)
+        for worker in started:  # also after an error: a stuck handler would hold the exit
+            exit_past_running_handlers(worker)
 
 
 def _with_roles(app: App, roles: Iterable[str]) -> None:

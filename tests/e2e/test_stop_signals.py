@@ -19,7 +19,13 @@ pytestmark = pytest.mark.e2e
 E2E_DIR = Path(__file__).parent
 
 
-def start(db_env: dict[str, str], tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
+def _ignore_hangup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as `nohup` starts a command
+
+
+def start(
+    db_env: dict[str, str], tmp_path: Path, *args: str, ignore_hangup: bool = False
+) -> subprocess.Popen[bytes]:
     env = dict(
         db_env,
         TICKWORK_TEST_STARTED=str(tmp_path / "started"),
@@ -35,6 +41,10 @@ def start(db_env: dict[str, str], tmp_path: Path, *args: str) -> subprocess.Pope
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=tmp_path,
+        # as `nohup` starts it: SIGHUP ignored from the start
+        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+        if ignore_hangup
+        else None,
     )
 
 
@@ -71,3 +81,24 @@ def test_sighup_stops_serve_like_sigterm(
             process.kill()
             process.wait()
     assert "stop requested signal=SIGHUP" in (tmp_path / "process.log").read_text()
+
+
+def test_a_worker_started_ignoring_sighup_keeps_ignoring_it(
+    db_env: dict[str, str], tmp_path: Path, clean: None
+) -> None:
+    (tmp_path / "go").touch()
+    process = start(db_env, tmp_path, "worker", ignore_hangup=True)
+    try:
+        wait_for(
+            lambda: "worker started" in (tmp_path / "process.log").read_text(),
+            "the worker to start",
+        )
+        process.send_signal(signal.SIGHUP)  # ignored, as nohup asked
+        process.send_signal(signal.SIGTERM)  # delivered after it: this one stops it
+        assert process.wait(HANG_GUARD) == 0, (tmp_path / "process.log").read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    log = (tmp_path / "process.log").read_text()
+    assert "stop requested signal=SIGTERM" in log and "SIGHUP" not in log

@@ -3,6 +3,7 @@ schedules, users, invites, settings, variables, metrics."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -96,6 +97,40 @@ async def test_the_api_enqueues_for_tasks_its_workers_define_and_names_unknown_o
         assert fired.json()["queue"] == "far"  # the schedule took the worker's task options
     finally:
         await fleet.db.aclose()
+
+
+async def test_what_a_worker_recorded_cannot_break_an_enqueue_or_a_schedule(
+    api: Api, sql: Any
+) -> None:
+    """A workers row of another release (other limits), or written by hand: the values an
+    enqueue refuses are ignored, the rest are taken."""
+    recorded = {
+        "odd.one": {"queue": "ok", "priority": 500, "max_attempts": 0, "timeout": -1},
+        "odd.two": "not an object",
+    }
+    sql.execute(
+        "INSERT INTO workers (id, host, pid, queues, concurrency, tasks, task_options)"
+        " VALUES (gen_random_uuid(), 'h', 1, '{ok}', 1, '{odd.one,odd.two}', %s)",
+        [json.dumps(recorded)],
+    )
+    operator, admin = api.headers(Role.OPERATOR), api.headers(Role.ADMIN)
+    one = await api.client.post("/api/jobs", json={"task": "odd.one"}, headers=operator)
+    assert one.status_code == 201, one.text
+    assert (one.json()["queue"], one.json()["priority"], one.json()["max_attempts"]) == (
+        "ok",
+        0,
+        5,
+    )
+    two = await api.client.post("/api/jobs", json={"task": "odd.two"}, headers=operator)
+    assert two.status_code == 201 and two.json()["queue"] == "default", two.text
+    made = await api.client.post(
+        "/api/schedules",
+        json={"name": "odd-nightly", "task": "odd.one", "cron": "0 3 * * *"},
+        headers=admin,
+    )
+    assert made.status_code == 201, made.text
+    fired = await api.client.post("/api/schedules/odd-nightly/trigger", headers=operator)
+    assert fired.status_code in (200, 201) and fired.json()["priority"] == 0, fired.text
 
 
 async def test_enqueue_list_detail_cancel_retry(api: Api) -> None:

@@ -97,7 +97,6 @@ async def test_a_report_of_an_attempt_that_is_no_longer_live_is_not_stored(app: 
         ((math.nan,), ValueError, "current"),
         ((-1,), ValueError, "current"),
         ((1, math.inf), ValueError, "total"),
-        ((1, 0), ValueError, "total"),
         (("3",), TypeError, "current"),
         ((True,), TypeError, "current"),
         ((1, None, 7), TypeError, "message"),
@@ -120,6 +119,32 @@ async def test_bad_progress_is_refused_naming_the_argument(
         await worker.run_once()
     assert len(seen) == 1 and isinstance(seen[0], error) and named in str(seen[0])
     assert app.get_job(job.id).progress is None
+
+
+async def test_any_text_is_stored_and_a_total_of_zero_shows_no_fraction(app: App) -> None:
+    @app.task(pass_context=True)
+    def odd(ctx: JobContext) -> None:
+        ctx.progress(0, 0, "nul \x00 and a lone surrogate \ud800")  # jsonb refuses both
+
+    @app.task(pass_context=True)
+    def fine(ctx: JobContext) -> None:
+        ctx.progress(1, 2, "fine")
+
+    odd_job, fine_job = odd.defer(), fine.defer()
+    async with app.worker() as worker:
+        await worker.run_once()
+    stored = app.get_job(odd_job.id).progress
+    assert stored is not None and stored.fraction is None
+    assert stored.message == "nul \ufffd and a lone surrogate ?"
+    other = app.get_job(fine_job.id).progress  # written in the same batch
+    assert other is not None and other.message == "fine"
+
+
+async def test_wait_refuses_a_timeout_that_is_not_a_number_of_seconds(app: App) -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        await app.wait_async(1, timeout=math.nan)
+    with pytest.raises(ValueError, match="timeout"):
+        app.wait(1, timeout=-1)
 
 
 def test_a_notification_names_the_job_or_every_job() -> None:

@@ -124,3 +124,9 @@ def test_trusted_proxies_must_be_addresses() -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings(api={"trusted_proxies": ["proxy.internal"]})
     assert "api.trusted_proxies" in str(caught.value)
+
+
+def test_a_schema_name_leaves_room_for_the_longest_notification_channel() -> None:
+    assert load_settings(schema="s" * 54).schema_name == "s" * 54
+    with pytest.raises(ConfigError, match="at most 54"):
+        load_settings(schema="s" * 55)

@@ -103,13 +103,14 @@ def print_json(data: object) -> None:
 def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
     """A titled table on stdout, its values folded rather than cut short."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title)
     for column in columns:
         # Values (ids, emails) wrap rather than being cut short; header words stay whole.
         table.add_column(column, overflow="fold", min_width=max(map(len, column.split())))
-    for row in rows:
-        table.add_row(*row)
+    for row in rows:  # values are text, never markup: "[/bold]" in an error is shown as is
+        table.add_row(*(Text(value) for value in row))
     console().print(table)  # piped: a line per row, not wrapped at 80 columns
 
 

@@ -107,11 +107,11 @@ def jobs_list(
 def _progress(progress: Progress | None) -> str:
     if progress is None:
         return "-"
-    done = (
-        f"{progress.current:g}"
-        if progress.total is None
-        else (f"{progress.current:g} of {progress.total:g} ({progress.fraction:.0%})")
-    )
+    done = f"{progress.current:g}"
+    if progress.total is not None:
+        done += f" of {progress.total:g}"
+    if progress.fraction is not None:
+        done += f" ({progress.fraction:.0%})"
     note = f": {progress.message}" if progress.message else ""
     return f"{done}{note} (attempt {progress.attempt}, {utc_time(progress.at)})"
 

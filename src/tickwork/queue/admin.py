@@ -9,6 +9,7 @@ is an :class:`~tickwork.errors.InvalidInput` naming the field, never an unfilter
 from __future__ import annotations
 
 import enum
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -19,10 +20,15 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.database import fetch_async, retrying_deadlocks_async, run_named
 from tickwork.db.statements import Statements
-from tickwork.errors import InvalidInput
+from tickwork.errors import EnqueueError, InvalidInput
 from tickwork.limits import LISTING_VALUE_BYTES
 from tickwork.queue import rows as decode
-from tickwork.queue.enqueue import check_queue
+from tickwork.queue.enqueue import (
+    check_max_attempts,
+    check_priority,
+    check_queue,
+    check_timeout,
+)
 from tickwork.types import Execution, JobState
 
 MAX_PAGE = 500
@@ -31,6 +37,8 @@ MAX_BULK = 10_000
 """Jobs one bulk retry or cancel may touch; narrow the filter for more."""
 THROUGHPUT_WINDOW = 300.0
 """Seconds over which a queue's recent throughput is counted."""
+log = logging.getLogger("tickwork.queue")
+
 WORKER_STALE_AFTER = 120.0
 """A worker not seen for this long is not listed as live."""
 OPERATIONS = {"retry": "job_retry", "cancel": "job_cancel"}
@@ -352,7 +360,31 @@ async def known_tasks(
     found = await fetch_async(
         conn, statements["worker_known_tasks"], {"seen_within": TASKS_SEEN_WITHIN}
     )
-    return {r["task"]: dict(r["options"] or {}) for r in found}
+    return {r["task"]: recorded_options(r["options"]) for r in found}
+
+
+RECORDED_OPTION_CHECKS = (
+    ("queue", check_queue),
+    ("priority", check_priority),
+    ("max_attempts", check_max_attempts),
+    ("timeout", check_timeout),
+)
+
+
+def recorded_options(options: Any) -> dict[str, Any]:
+    """The options a worker recorded for a task, keeping only the values an enqueue accepts:
+    a row written by another release (other limits) or by hand can neither fail an enqueue
+    or a schedule nor put a value the jobs table refuses into a stored schedule."""
+    if not isinstance(options, dict):
+        return {}
+    kept: dict[str, Any] = {}
+    for name, check in RECORDED_OPTION_CHECKS:
+        if name in options:
+            try:
+                kept[name] = check(options[name])
+            except EnqueueError:
+                log.warning("a worker recorded an option tickwork refuses", extra={"option": name})
+    return kept
 
 
 async def list_workers(pool: AsyncConnectionPool[Any], statements: Statements) -> list[WorkerInfo]:

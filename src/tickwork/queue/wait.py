@@ -45,8 +45,14 @@ def _final(found: list[dict[str, Any]], job_id: int) -> Job | None:
     return job if job.state in FINAL_STATES else None
 
 
+def _check(timeout: float | None) -> None:
+    if timeout is not None and not (isinstance(timeout, int | float) and timeout >= 0):
+        raise ValueError(f"timeout ({timeout!r}) must be a number of seconds >= 0, or None")
+
+
 def wait(db: Database, job_id: int, timeout: float | None) -> Job:
     """Block until job ``job_id`` is final (or raise :class:`WaitTimeout`)."""
+    _check(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.statements.channel("finished")))
     with db.connect() as conn:
@@ -64,6 +70,7 @@ def wait(db: Database, job_id: int, timeout: float | None) -> Job:
 
 async def wait_async(db: Database, job_id: int, timeout: float | None) -> Job:
     """Async :func:`wait`."""
+    _check(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.statements.channel("finished")))
     conn: psycopg.AsyncConnection[Any] = await db.connect_async()

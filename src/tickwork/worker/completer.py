@@ -38,6 +38,8 @@ class Completion:
     """The handler's return value (already known to be JSON-serialisable)."""
     error: ErrorInfo | None
     retry_delay: float
+    progress: dict[str, Any] | None = None
+    """The handler's last ``ctx.progress`` report, stored with the outcome."""
 
 
 Written = Callable[[list[Completion], dict[int, str | None]], None]
@@ -112,22 +114,21 @@ class Completer:
 def _params(batch: list[Completion]) -> dict[str, Any]:
     # One JSON document for the batch: encoded in C here, decoded by the server, far
     # cheaper than one array parameter per column.
-    return {
-        "outcomes": json.dumps(
-            [
-                {
-                    "job_id": c.job_id,
-                    "execution_id": c.execution_id,
-                    "outcome": c.state.value,
-                    "result": c.result,
-                    "error": _error_json(c.error) if c.error else None,
-                    "retry_delay": c.retry_delay,
-                }
-                for c in batch
-            ],
-            separators=(",", ":"),
-        )
+    return {"outcomes": json.dumps([_outcome(c) for c in batch], separators=(",", ":"))}
+
+
+def _outcome(c: Completion) -> dict[str, Any]:
+    outcome = {
+        "job_id": c.job_id,
+        "execution_id": c.execution_id,
+        "outcome": c.state.value,
+        "result": c.result,
+        "error": _error_json(c.error) if c.error else None,
+        "retry_delay": c.retry_delay,
     }
+    if c.progress is not None:  # most outcomes carry none: the key is left out
+        outcome["progress"] = c.progress
+    return outcome
 
 
 def _error_json(error: ErrorInfo) -> dict[str, str]:

@@ -55,7 +55,7 @@ class JobContext:
         Cheap to call often (from async or sync handlers): the worker stores the latest
         report within about half a second, and once more when the attempt ends; the API
         (``progress`` of a job) and ``tickwork jobs show`` show it. Numbers are finite and
-        not negative; the message is cut at 500 characters.
+        not negative (a total of 0 shows no fraction); the message is cut at 500 characters.
         """
         value = progress_value(current, total, message, self.attempt)
         self.last_progress = value

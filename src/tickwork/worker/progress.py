@@ -29,17 +29,22 @@ def progress_value(
             continue
         if isinstance(number, bool) or not isinstance(number, int | float):
             raise TypeError(f"progress {name} must be a number, not {type(number).__name__}")
-        least = "> 0" if name == "total" else ">= 0"
-        if not math.isfinite(number) or number < 0 or (name == "total" and number == 0):
-            raise ValueError(f"progress {name} must be a finite number {least}, not {number!r}")
+        if not math.isfinite(number) or number < 0:
+            raise ValueError(f"progress {name} must be a finite number >= 0, not {number!r}")
     if message is not None and not isinstance(message, str):
         raise TypeError(f"progress message must be a string, not {type(message).__name__}")
     return {
         "current": current,
         "total": total,
-        "message": None if message is None else cut(message, MAX_PROGRESS_MESSAGE),
+        "message": None if message is None else storable(cut(message, MAX_PROGRESS_MESSAGE)),
         "attempt": attempt,
     }
+
+
+def storable(text: str) -> str:
+    """``text`` as PostgreSQL's JSON can hold it: NUL and unpaired surrogates (which jsonb
+    refuses, failing the whole batch) replaced."""
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
 
 
 class ProgressBuffer:

@@ -25,8 +25,14 @@ def catch_stop_signals_early() -> None:
     cleaned up): the loop acts on it as soon as it runs (:func:`handle_stop_signals`), so
     a process told to stop while it starts stops cleanly once it has. A second one aborts
     the start (``KeyboardInterrupt``)."""
-    for signum in STOP_SIGNALS:
+    for signum in _stop_signals():
         signal.signal(signum, _remember)
+
+
+def _stop_signals() -> list[int]:
+    """The stop signals this process was not started ignoring (``nohup`` ignores SIGHUP: it
+    stays ignored)."""
+    return [s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
 
 
 def _remember(signum: int, frame: object) -> None:
@@ -38,7 +44,7 @@ def _remember(signum: int, frame: object) -> None:
 def handle_stop_signals(loop: asyncio.AbstractEventLoop, on_signal: Callable[[int], None]) -> None:
     """Send every stop signal to ``on_signal`` on ``loop``, the ones remembered since
     :func:`catch_stop_signals_early` first."""
-    for signum in STOP_SIGNALS:
+    for signum in _stop_signals():
         loop.add_signal_handler(signum, on_signal, signum)
     for early in _early:
         loop.call_soon(on_signal, early)
@@ -49,8 +55,10 @@ def run_blocking(worker: Worker) -> None:
     """Run ``worker`` until SIGTERM/SIGINT. The first signal drains gracefully (in-flight
     attempts get the grace period, the rest are released to PENDING); a second one skips
     the grace period."""
-    asyncio.run(_main(worker))
-    exit_past_running_handlers(worker)
+    try:
+        asyncio.run(_main(worker))
+    finally:  # also after an error: a stuck handler thread would hold the exit forever
+        exit_past_running_handlers(worker)
 
 
 def exit_past_running_handlers(worker: Worker) -> None:

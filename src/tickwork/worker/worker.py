@@ -524,15 +524,17 @@ class Worker:
                     )
                 )
             return
+        progress = None
         if running.ctx is not None and running.ctx.last_progress is not None:
-            await self._write_last_progress(running)
+            progress = running.ctx.last_progress  # written with the outcome, fenced alike
+            self._progress.take(running.execution_id)  # so not a second time on its own
         delay = 0.0
         if state is ExecutionState.FAILED and task is not None:
             delay = retry_delay(task.options.backoff, job.attempts)
         # Even after a lost lease the write is attempted: the statement fences it off. The
         # attempt ends here; _written finishes it once the batch holding it has committed.
         self._completer.submit(
-            Completion(job.id, running.execution_id, state, result, error, delay)
+            Completion(job.id, running.execution_id, state, result, error, delay, progress)
         )
 
     def _written(self, batch: list[Completion], exceptions: dict[int, str | None]) -> None:
@@ -711,22 +713,13 @@ class Worker:
             return
         try:
             await self._execute("job_progress_many", {"reports": json.dumps(reports)})
+        except psycopg.DataError as exc:  # not for the database to store: never retried
+            log.warning(
+                "progress reports refused", extra={"reports": len(reports), "error": str(exc)}
+            )
         except BaseException:
             self._progress.put_back(reports)
             raise
-
-    async def _write_last_progress(self, running: _Running) -> None:
-        # The attempt's last report is stored before its outcome, so a finished job shows
-        # how far it got; a report is not worth holding up the outcome for, so an error is
-        # only logged.
-        try:
-            await self._write_progress(running.execution_id)
-        except psycopg.Error as exc:
-            self._progress.take(running.execution_id)
-            log.warning(
-                "could not store the attempt's last progress report",
-                extra={"job_id": running.job.id, "error": str(exc)},
-            )
 
     # -- leases, cancels, wake-ups ------------------------------------------------------
 

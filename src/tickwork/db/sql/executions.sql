@@ -128,6 +128,10 @@ WITH released AS (
 ), notify AS (
     SELECT pg_notify('{schema}.jobs', q.queue)
     FROM (SELECT DISTINCT queue FROM returned WHERE state = 'PENDING') AS q
+    UNION ALL  -- app.wait(): jobs whose cancel this honoured are final
+    SELECT pg_notify('{schema}.finished', CASE WHEN length(ids) <= 7000 THEN ids ELSE '' END)
+    FROM (SELECT string_agg(id::text, ',') AS ids FROM returned WHERE state = 'CANCELLED') AS e
+    WHERE ids IS NOT NULL
 )
 SELECT r.id AS job_id, r.execution_id, r.state, (SELECT count(*) FROM notify) AS notified
 FROM returned r;

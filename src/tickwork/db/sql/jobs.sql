@@ -138,7 +138,8 @@ ORDER BY c.priority DESC, c.run_at, c.id;
 
 -- name: job_complete_many
 -- Record the outcome of finished attempts, one statement per batch (the batch is one JSON
--- array of {job_id, execution_id, outcome, result, error, retry_delay}). Fencing: an attempt is
+-- array of {job_id, execution_id, outcome, result, error, retry_delay, progress}; progress is
+-- the handler's last ctx.progress report, when it made one). Fencing: an attempt is
 -- recorded only while its execution is still RUNNING; a worker whose lease was reclaimed
 -- changes 0 rows and cannot overwrite a newer attempt. The execution row is locked first,
 -- then the job (the global lock order). The batch comes in the order attempts finished;
@@ -151,7 +152,7 @@ WITH done AS (
     SELECT *
     FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS d(
         job_id bigint, execution_id bigint, outcome text, result jsonb, error jsonb,
-        retry_delay float8)
+        retry_delay float8, progress jsonb)
     ORDER BY job_id  -- lock order: see above
 ), fenced AS (
     UPDATE {schema}.executions e
@@ -160,7 +161,7 @@ WITH done AS (
     WHERE e.job_id = d.job_id AND e.id = d.execution_id  -- the primary key
       AND e.job_id = ANY(ARRAY(SELECT job_id FROM done))  -- lets the planner use the key
       AND e.state = 'RUNNING'  -- fencing: a reclaimed or released attempt must not complete
-    RETURNING e.id, e.job_id, e.worker_id, d.outcome, d.result, d.retry_delay
+    RETURNING e.id, e.job_id, e.worker_id, d.outcome, d.result, d.retry_delay, d.progress
 ), finished AS (
     UPDATE {schema}.jobs j
     SET state = CASE
@@ -170,6 +171,8 @@ WITH done AS (
             ELSE 'FAILED'
         END,
         result = CASE WHEN f.outcome = 'SUCCEEDED' THEN f.result ELSE j.result END,
+        progress = CASE WHEN f.progress IS NULL THEN j.progress
+                        ELSE f.progress || jsonb_build_object('at', now()) END,
         run_at = CASE
             WHEN f.outcome = 'FAILED' AND j.cancel_requested_at IS NULL
                  AND j.attempts < j.max_attempts
@@ -242,8 +245,11 @@ WITH target AS (
 ), notify AS (
     SELECT pg_notify('{schema}.control', 'cancel:' || c.id) FROM changed c
     WHERE c.state = 'RUNNING'
-    UNION ALL  -- app.wait(): a job cancelled at once is final
-    SELECT pg_notify('{schema}.finished', c.id::text) FROM changed c WHERE c.state = 'CANCELLED'
+    UNION ALL  -- app.wait(): jobs cancelled at once are final (one notification for all)
+    SELECT pg_notify('{schema}.finished', CASE WHEN length(ids) <= 7000 THEN ids ELSE '' END)
+    FROM (SELECT string_agg(c.id::text, ',') AS ids FROM changed c
+          WHERE c.state = 'CANCELLED') AS e
+    WHERE ids IS NOT NULL
 )
 SELECT t.id, t.state AS previous_state, c.state AS state,
        (SELECT count(*) FROM notify) AS notified
