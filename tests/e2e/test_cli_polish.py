@@ -224,6 +224,7 @@ def test_jobs_enqueue_a_task_this_process_does_not_define(
         "invoice-7",
         "--max-attempts",
         "3",
+        "--any-task",
         "--json",
     )
     assert made.returncode == 0, made.stderr
@@ -251,12 +252,23 @@ def test_jobs_enqueue_a_task_this_process_does_not_define(
     ) == [(row[8], "job.enqueued")]
 
     again = tickwork(
-        db_env, "jobs", "enqueue", "billing.invoice", "-q", "billing", "--unique-key", "invoice-7"
+        db_env,
+        "jobs",
+        "enqueue",
+        "billing.invoice",
+        "-q",
+        "billing",
+        "--unique-key",
+        "invoice-7",
+        "--any-task",
     )
     assert again.returncode == 0, again.stderr
     assert again.stdout == f"job {job['id']} already holds unique key invoice-7 (PENDING)\n"
 
-    plain = tickwork(db_env, "jobs", "enqueue", "billing.reminder")
+    typo = tickwork(db_env, "jobs", "enqueue", "billing.remnder")  # no app or worker has it
+    assert one_line_error(typo).startswith("error: task ('billing.remnder') is not a registered")
+    assert "--any-task" in typo.stderr
+    plain = tickwork(db_env, "jobs", "enqueue", "billing.reminder", "--any-task")
     assert plain.returncode == 0, plain.stderr
     [(job_id, queue)] = sql(db_env, "SELECT id, queue FROM jobs WHERE task = 'billing.reminder'")
     assert plain.stdout == f"enqueued job {job_id}: billing.reminder on queue default\n"
@@ -276,7 +288,7 @@ def test_jobs_enqueue_a_task_this_process_does_not_define(
 def test_jobs_enqueue_refuses_bad_input_in_one_line(
     db_env: dict[str, str], clean: None, option: str, value: str, message: str
 ) -> None:
-    done = tickwork(db_env, "jobs", "enqueue", "billing.invoice", option, value)
+    done = tickwork(db_env, "jobs", "enqueue", "billing.invoice", "--any-task", option, value)
     assert one_line_error(done).startswith(message)
     assert sql(db_env, "SELECT count(*) FROM jobs") == [(0,)]
 

@@ -30,7 +30,7 @@ from tickwork.cli.common import (
     run_with_pool,
     utc_time,
 )
-from tickwork.errors import ConfigError
+from tickwork.errors import ConfigError, UnknownTaskError
 from tickwork.queue import admin
 from tickwork.queue.enqueue import JobSpec
 from tickwork.queue.rows import summarised
@@ -202,7 +202,7 @@ def jobs_enqueue(
         str,
         typer.Argument(
             metavar="TASK",
-            help="The task's name; --app need not define it (a worker that does runs the job).",
+            help="The task's name: one --app or a worker seen in the last day defines.",
         ),
     ],
     args: Annotated[str, typer.Option("--args", help="Keyword arguments as a JSON object.")] = "{}",
@@ -230,6 +230,13 @@ def jobs_enqueue(
     max_attempts: Annotated[
         int | None, typer.Option("--max-attempts", help="Attempts before dead-lettering.")
     ] = None,
+    any_task: Annotated[
+        bool,
+        typer.Option(
+            "--any-task",
+            help="Enqueue it even if no app or worker defines the task yet (it waits for one).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
     app: AppOption = None,
 ) -> None:
@@ -252,6 +259,13 @@ def jobs_enqueue(
         async with pool.connection() as conn, conn.transaction():
             # a task this command's app lacks takes what its workers recorded it gives jobs
             known = await admin.known_tasks(conn, the_app.db.statements)
+            if not any_task and task not in the_app.tasks and task not in known:
+                raise UnknownTaskError(
+                    task,
+                    [*the_app.tasks, *known],
+                    hint="neither --app nor a worker seen in the last day defines it (--any-task"
+                    " enqueues it anyway, to wait for a worker that does)",
+                )
             job = (
                 await the_app.enqueue_many_async(
                     [spec], conn=conn, created_by=actor, any_task=True, defaults=known
