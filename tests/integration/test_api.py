@@ -467,3 +467,6 @@ async def test_metrics_health_and_openapi(api: Api) -> None:
     document = (await api.client.get("/api/openapi.json")).json()
     assert "Problem" in document["components"]["schemas"]
     assert "/api/jobs/{job_id}/retry" in document["paths"]
+    queue = document["components"]["schemas"]["QueueStats"]  # the record itself, not a copy
+    assert {"unserved", "oldest_pending_seconds"} <= set(queue["properties"])
+    assert "tasks" in document["components"]["schemas"]["WorkerInfo"]["properties"]

@@ -17,7 +17,6 @@ from tickwork.api.schemas import (
     JobOut,
     JobPage,
     JobStateName,
-    QueueOut,
 )
 from tickwork.api.security import Services, caller, services
 from tickwork.audit import audit_append
@@ -162,7 +161,7 @@ async def cancel(job_id: IdPath, svc: Svc, who: Caller) -> object:
     return await _act(svc, "cancel", job_id, who)
 
 
-@router.get("/api/queues", response_model=list[QueueOut], tags=["queues"])
+@router.get("/api/queues", response_model=list[admin.QueueStats], tags=["queues"])
 async def list_queues(svc: Svc) -> list[admin.QueueStats]:
     """Every queue: jobs by state, the oldest waiting job's age, recent throughput, pause."""
     return await admin.queue_stats(svc.pool, svc.statements)

@@ -220,43 +220,6 @@ class BulkOut(Model):
     changed: list[int]
 
 
-class UnservedOut(Model):
-    task: str
-    jobs: int
-    oldest_seconds: float
-
-
-class QueueOut(Model):
-    name: str
-    paused: bool
-    pending: int
-    running: int
-    failed: int
-    succeeded: int
-    cancelled: int
-    dead_letter: int
-    oldest_pending_seconds: float | None
-    finished_last_5_minutes: int
-    unserved: list[UnservedOut] = Field(
-        default_factory=list,
-        description="Tasks with jobs waiting here that no live worker claims from this queue"
-        " (none has both): they wait until "
-        "a worker that has the task starts.",
-    )
-
-
-class WorkerOut(Model):
-    id: UUID
-    host: str
-    pid: int
-    queues: list[str]
-    tasks: list[str]
-    concurrency: int
-    in_flight: int
-    started_at: datetime
-    last_seen_at: datetime
-
-
 class LeaderOut(Model):
     name: str
     holder: str

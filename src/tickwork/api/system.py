@@ -19,7 +19,6 @@ from tickwork.api.schemas import (
     SettingOut,
     VariableIn,
     VariableOut,
-    WorkerOut,
 )
 from tickwork.api.security import Services, caller, services
 from tickwork.audit import AuditFilter, list_events
@@ -41,7 +40,7 @@ Svc = Annotated[Services, Depends(services)]
 Caller = Annotated[Principal, Depends(caller)]
 
 
-@router.get("/api/workers", response_model=list[WorkerOut], tags=["cluster"])
+@router.get("/api/workers", response_model=list[admin.WorkerInfo], tags=["cluster"])
 async def list_workers(svc: Svc) -> list[admin.WorkerInfo]:
     """Live worker processes: queues, concurrency, attempts in flight, last heartbeat."""
     return await admin.list_workers(svc.pool, svc.statements)

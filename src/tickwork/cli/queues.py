@@ -3,7 +3,7 @@ without the HTTP API.
 
 The commands call :mod:`tickwork.queue.admin`, as the API does, so the same rules and audit
 events apply; the audit trail names the actor ``cli:<login name>``. ``list --json`` prints
-the API's response model (:class:`tickwork.api.schemas.QueueOut`).
+the API's answer (:class:`tickwork.queue.admin.QueueStats`).
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ queues_cli = typer.Typer(
 @queues_cli.command("list")
 def queues_list(as_json: JsonOption = False, app: AppOption = None) -> None:
     """Every queue: jobs by state, the oldest waiting job's age, recent throughput, pause."""
-    from tickwork.api.schemas import QueueOut
+    from pydantic import TypeAdapter
 
     stats = run_with_pool(app, lambda the_app, pool: admin.queue_stats(pool, the_app.db.statements))
     if as_json:
-        print_json([QueueOut.model_validate(q).model_dump(mode="json") for q in stats])
+        print_json(TypeAdapter(list[admin.QueueStats]).dump_python(stats, mode="json"))
         return
     print_table(
         "queues",
