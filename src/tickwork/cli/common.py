@@ -34,14 +34,17 @@ if TYPE_CHECKING:
 __all__ = [
     "PIPED_WIDTH",
     "AppOption",
+    "ConcurrencyOption",
     "Group",
     "JsonOption",
     "LogLevel",
+    "QueuesOption",
     "cli_actor",
     "console",
     "load_app",
     "print_json",
     "print_table",
+    "queue_names",
     "run_with_pool",
     "utc_time",
 ]
@@ -81,6 +84,19 @@ LogLevel = Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print JSON (the API's shape) instead of a table.")
 ]
+
+QueuesOption = Annotated[
+    str | None, typer.Option("--queues", "-q", help="Comma-separated queues to claim from.")
+]
+ConcurrencyOption = Annotated[
+    int | None, typer.Option("--concurrency", "-c", help="Most jobs running at once.")
+]
+
+
+def queue_names(queues: str | None) -> list[str] | None:
+    """``--queues a,b`` as a list (None when not given: the settings' queues)."""
+    return [q.strip() for q in queues.split(",") if q.strip()] if queues else None
+
 
 PIPED_WIDTH = 1_000
 """Columns output may take when it is not a terminal (a pipe, a file): rich would cut it at

@@ -12,7 +12,17 @@ from typing import Annotated
 import typer
 
 from tickwork import logs
-from tickwork.cli.common import AppOption, JsonOption, LogLevel, console, load_app, print_json
+from tickwork.cli.common import (
+    AppOption,
+    ConcurrencyOption,
+    JsonOption,
+    LogLevel,
+    QueuesOption,
+    console,
+    load_app,
+    print_json,
+    queue_names,
+)
 from tickwork.serve import EXIT_CANNOT_LISTEN, ROLES, CannotListen
 from tickwork.worker.run import catch_stop_signals_early
 
@@ -31,19 +41,15 @@ def migrate(app: AppOption = None, log_level: LogLevel = "INFO") -> None:
 
 def worker(
     app: AppOption = None,
-    queues: Annotated[
-        str | None, typer.Option("--queues", "-q", help="Comma-separated queues to claim from.")
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option("--concurrency", "-c", help="Most jobs running at once.")
-    ] = None,
+    queues: QueuesOption = None,
+    concurrency: ConcurrencyOption = None,
     log_level: LogLevel = "INFO",
 ) -> None:
     """Run a worker: claim and run jobs until SIGTERM or SIGINT."""
     catch_stop_signals_early()
     logs.configure(log_level)
     the_app = load_app(app)
-    names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
+    names = queue_names(queues)
     the_app.run_worker(queues=names, concurrency=concurrency)
 
 
@@ -56,12 +62,8 @@ def serve(
             help=f"Comma-separated: {', '.join(ROLES)} (default: all).",
         ),
     ] = None,
-    queues: Annotated[
-        str | None, typer.Option("--queues", "-q", help="Comma-separated queues to claim from.")
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option("--concurrency", "-c", help="Most jobs running at once.")
-    ] = None,
+    queues: QueuesOption = None,
+    concurrency: ConcurrencyOption = None,
     host: Annotated[str | None, typer.Option(help="Address the API listens on.")] = None,
     port: Annotated[int | None, typer.Option(help="Port the API listens on.")] = None,
     log_level: LogLevel = "INFO",
@@ -73,7 +75,7 @@ def serve(
     catch_stop_signals_early()
     logs.configure(log_level)
     the_app = load_app(app)
-    names = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
+    names = queue_names(queues)
     options = serving.ServeOptions(serving.parse_roles(roles), names, concurrency, host, port)
     try:
         serving.run(the_app, options)
