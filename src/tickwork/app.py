@@ -58,13 +58,12 @@ from tickwork.signals.publisher import Signals
 from tickwork.signals.reactor import Reactor, Reactors
 from tickwork.signals.retention import SignalRetention
 from tickwork.task import Task, task_options
-from tickwork.types import AuditEvent, Execution, Job
+from tickwork.types import AuditEvent, Execution, Job, Leader
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
     from tickwork.health import Health
-    from tickwork.leases import Leader
     from tickwork.schedule.scheduler import SchedulerService, ScheduleSpec, StoredSchedule
     from tickwork.worker.worker import Worker
 
@@ -289,7 +288,7 @@ class App:
             self.db.statements,
             lambda name: self.tasks[name].options if name in self.tasks else None,
         )
-        leases = LeaseManager(pool, self.db.statements, self.settings.leases, [Role.SCHEDULER])
+        leases = LeaseManager(pool, self.db.store, self.settings.leases, [Role.SCHEDULER])
         return SchedulerService(scheduler, leases, interval=self.settings.scheduler.interval)
 
     def get_task(self, name: str) -> Task[Any, Any]:
@@ -523,9 +522,12 @@ class App:
 
     def leaders(self) -> list[Leader]:
         """Who holds each leader lease, and until when (database time)."""
-        from tickwork.leases import leader
 
-        return [leader(r) for r in self._query("lease_list", {})]
+        def run() -> list[Leader]:
+            with self.db.pool().connection() as conn:
+                return self.db.store.lease_list_sync(conn)
+
+        return _translate(run)
 
     def health(self, *, xmin_warning_seconds: float | None = None) -> Health:
         """Table sizes, dead tuples, HOT ratio and the oldest transaction holding back
@@ -635,7 +637,7 @@ def _count_enqueued(jobs: list[Job]) -> None:
         metrics.enqueued(task, count)
 
 
-def _translate(call: Callable[[], list[Row]]) -> list[Row]:
+def _translate(call: Callable[[], R]) -> R:
     try:
         return call()
     except psycopg.Error as exc:

@@ -31,8 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tickwork.app import App
-from tickwork.db.database import fetch
-from tickwork.db.scratch import is_scratch, refusal, scratch_schema
+from tickwork.db.scratch import empty, is_scratch, refusal, scratch_schema
 from tickwork.queue.enqueue import JobSpec
 from tickwork.worker.worker import Outcome
 
@@ -125,7 +124,7 @@ def reset(app: App) -> None:
     app.migrate()
     schema = app.settings.schema_name
     with app.db.pool().connection() as conn:
-        fetch(conn, app.db.statements["scratch_truncate"], {})
+        empty(conn, app)
         conn.execute(f"VACUUM ANALYZE {schema}.jobs")
         conn.execute(f"VACUUM ANALYZE {schema}.executions")
 

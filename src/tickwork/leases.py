@@ -31,8 +31,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import LeaseSettings
-from tickwork.db.database import fetch_async
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.service import run_periodically
 
 log = logging.getLogger("tickwork.leases")
@@ -60,24 +59,6 @@ def new_holder_id() -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Leader:
-    """Who holds a lease, per the database."""
-
-    name: str
-    """The role."""
-    holder: str
-    """Holder id of the process that holds (or last held) it."""
-    acquired_at: datetime
-    """When this holder took it."""
-    renewed_at: datetime
-    """Its last renewal."""
-    expires_at: datetime
-    """Until when it is held unless renewed."""
-    live: bool
-    """False once ``expires_at`` has passed: anyone may take it over."""
-
-
-@dataclass(frozen=True, slots=True)
 class ElectionResult:
     """What one heartbeat won."""
 
@@ -95,14 +76,14 @@ class LeaseManager:
     def __init__(
         self,
         pool: AsyncConnectionPool[Any],
-        statements: Statements,
+        store: Store,
         settings: LeaseSettings,
         roles: Iterable[str],
         *,
         holder_id: str | None = None,
     ) -> None:
         self.pool = pool
-        self.statements = statements
+        self.store = store
         self.settings = settings
         self.roles = sorted({str(r) for r in roles})
         self.holder_id = holder_id or new_holder_id()
@@ -127,10 +108,8 @@ class LeaseManager:
             before = self.held
             sent = time.monotonic()
             async with self.pool.connection() as conn:
-                found = await fetch_async(
-                    conn,
-                    self.statements["lease_attempt_elect"],
-                    {"holder": self.holder_id, "names": self.roles, "ttl": self.settings.ttl},
+                found = await self.store.lease_attempt_elect(
+                    conn, holder=self.holder_id, names=self.roles, ttl=self.settings.ttl
                 )
             self._deadlines = {
                 row["name"]: sent + (row["expires_at"] - row["db_now"]).total_seconds()
@@ -148,11 +127,7 @@ class LeaseManager:
         """Give up every lease this process holds (clean shutdown)."""
         self._deadlines = {}
         async with self.pool.connection() as conn:
-            await fetch_async(
-                conn,
-                self.statements["lease_release"],
-                {"holder": self.holder_id, "names": self.roles},
-            )
+            await self.store.lease_release(conn, holder=self.holder_id, names=self.roles)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Heartbeat until ``stop`` is set, then release. The jitter only shortens the wait,
@@ -167,15 +142,3 @@ class LeaseManager:
         )
         with contextlib.suppress(psycopg.Error, OSError):
             await self.release()
-
-
-def leader(row: dict[str, Any]) -> Leader:
-    """A ``lease_list`` row as a :class:`Leader`."""
-    return Leader(
-        name=row["name"],
-        holder=row["holder"],
-        acquired_at=row["acquired_at"],
-        renewed_at=row["renewed_at"],
-        expires_at=row["expires_at"],
-        live=row["live"],
-    )

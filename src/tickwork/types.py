@@ -178,3 +178,21 @@ class AuditEvent:
     """Its identifier."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Event-specific details."""
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """Who holds a lease, per the database."""
+
+    name: str
+    """The role."""
+    holder: str
+    """Holder id of the process that holds (or last held) it."""
+    acquired_at: datetime
+    """When this holder took it."""
+    renewed_at: datetime
+    """Its last renewal."""
+    expires_at: datetime
+    """Until when it is held unless renewed."""
+    live: bool
+    """False once ``expires_at`` has passed: anyone may take it over."""

@@ -18,7 +18,7 @@ SETTINGS = LeaseSettings(heartbeat=0.2, ttl=1.0)
 async def main() -> None:
     app = App()
     pool = await app.db.async_pool()
-    manager = LeaseManager(pool, app.db.statements, SETTINGS, [Role.SCHEDULER])
+    manager = LeaseManager(pool, app.db.store, SETTINGS, [Role.SCHEDULER])
     print(f"holder {manager.holder_id}", flush=True)
     while True:
         believed = manager.holds(Role.SCHEDULER)

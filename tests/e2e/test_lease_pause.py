@@ -54,7 +54,7 @@ async def test_paused_holder_wakes_to_find_the_lease_lost(
         )
         async with AsyncConnectionPool(app.db.url, kwargs={"autocommit": True}) as pool:
             rival = LeaseManager(
-                pool, app.db.statements, LeaseSettings(heartbeat=0.2, ttl=30.0), [Role.SCHEDULER]
+                pool, app.db.store, LeaseSettings(heartbeat=0.2, ttl=30.0), [Role.SCHEDULER]
             )
             taken = await rival.run_once()
             assert taken.gained == {"SCHEDULER"}

@@ -19,7 +19,7 @@ async def test_two_heartbeats_at_once_gain_and_log_a_lease_once(
 ) -> None:
     caplog.set_level(logging.INFO, logger="tickwork.leases")
     pool = await app.db.async_pool()
-    leases = LeaseManager(pool, app.db.statements, app.settings.leases, [Role.SCHEDULER])
+    leases = LeaseManager(pool, app.db.store, app.settings.leases, [Role.SCHEDULER])
     first, second = await asyncio.gather(leases.run_once(), leases.run_once())
     assert first.held == second.held == {Role.SCHEDULER}
     assert [first.gained, second.gained] == [{Role.SCHEDULER}, frozenset()]

@@ -25,7 +25,7 @@ async def pool(app: App) -> AsyncIterator[AsyncConnectionPool[Any]]:
 
 
 def manager(app: App, pool: AsyncConnectionPool[Any], **kw: Any) -> LeaseManager:
-    return LeaseManager(pool, app.db.statements, kw.pop("settings", SHORT), ROLES, **kw)
+    return LeaseManager(pool, app.db.store, kw.pop("settings", SHORT), ROLES, **kw)
 
 
 def wait_until_expired(sql: psycopg.Connection[Any], name: str) -> None:

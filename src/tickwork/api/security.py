@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from tickwork.app import App
     from tickwork.auth import AuthService
     from tickwork.db.statements import Statements
+    from tickwork.db.store import Store
     from tickwork.signals.runtime import SignalRuntime
 
 PUBLIC = None
@@ -121,6 +122,11 @@ class Services:
     @property
     def statements(self) -> Statements:
         return self.app.db.statements
+
+    @property
+    def store(self) -> Store:
+        """Every statement of the schema, as a typed method."""
+        return self.app.db.store
 
 
 def services(request: Request) -> Services:

@@ -19,7 +19,7 @@ from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.config import MAX_SECONDS
 from tickwork.errors import NotFoundError, NotLeaderError
-from tickwork.leases import Role, leader
+from tickwork.leases import Role
 from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE
 from tickwork.signals import admin
 from tickwork.signals.runtime import SignalRuntime
@@ -329,10 +329,8 @@ async def status(svc: Svc) -> StatusOut:
 @router.get("/leaders", response_model=list[LeaderOut])
 async def leaders(svc: Svc) -> list[LeaderOut]:
     """Which process holds SIGNAL_MASTER and SWEEP_MASTER: where to reissue a 409."""
-    from tickwork.db.database import fetch_async
-
     async with svc.pool.connection() as conn:
-        found = [leader(r) for r in await fetch_async(conn, svc.statements["lease_list"], {})]
+        found = await svc.store.lease_list(conn)
     mine = svc.signals.leases.holder_id if svc.signals else None
     return [
         LeaderOut(

@@ -25,9 +25,9 @@ from tickwork.audit import AuditFilter, list_events
 from tickwork.auth import Principal
 from tickwork.db.database import fetch_async
 from tickwork.errors import DatabaseUnavailable
-from tickwork.leases import Leader, leader
 from tickwork.metrics import render
 from tickwork.queue import admin
+from tickwork.types import Leader
 
 router = APIRouter()
 
@@ -50,7 +50,7 @@ async def list_workers(svc: Svc) -> list[admin.WorkerInfo]:
 async def list_leaders(svc: Svc) -> list[Leader]:
     """Who holds each leader lease, and until when."""
     async with svc.pool.connection() as conn:
-        return [leader(r) for r in await fetch_async(conn, svc.statements["lease_list"], {})]
+        return await svc.store.lease_list(conn)
 
 
 @router.get("/api/audit", response_model=AuditPage, tags=["audit"])

@@ -24,6 +24,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from tickwork.config import Settings
 from tickwork.db import embedded
 from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.errors import DatabaseError, DatabaseUnavailable, DataRefused, EnqueueFailed
 
 log = logging.getLogger("tickwork.db")
@@ -213,6 +214,8 @@ class Database:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.statements = Statements(settings.schema_name)
+        self.store = Store(self.statements)
+        """Every statement of the schema, as a typed method."""
         self._url: str | None = None
         self._lock = threading.Lock()
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None

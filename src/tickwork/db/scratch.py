@@ -65,3 +65,8 @@ def scratch_schema(app: App, command: str) -> Iterator[None]:
         finally:
             app.close()
             fetch(own, statements["scratch_drop"], {})
+
+
+def empty(conn: psycopg.Connection[Any], app: App) -> None:
+    """Empty the tables of a scratch schema (the caller checked it is one)."""
+    fetch(conn, app.db.statements["scratch_truncate"], {})

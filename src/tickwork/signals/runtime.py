@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.control import RuntimeControl
-from tickwork.db.database import fetch_async
 from tickwork.errors import NotLeaderError
 from tickwork.leases import LeaseManager, Role
 from tickwork.service import run_periodically
@@ -40,7 +39,7 @@ class SignalRuntime:
         self.control = RuntimeControl(settings)
         self.leases = LeaseManager(
             pool,
-            self.statements,
+            app.db.store,
             settings.lease,
             [Role.SIGNAL_MASTER, Role.SWEEP_MASTER],
             holder_id=holder_id,
@@ -52,10 +51,9 @@ class SignalRuntime:
     async def holder(self, role: str) -> str | None:
         """Who holds ``role`` now, per the database."""
         async with self.pool.connection() as conn:
-            for row in await fetch_async(conn, self.statements["lease_list"], {}):
-                if row["name"] == role and row["live"]:
-                    holder: str = row["holder"]
-                    return holder
+            for found in await self.app.db.store.lease_list(conn):
+                if found.name == role and found.live:
+                    return found.holder
         return None
 
     async def require(self, role: str) -> None:

@@ -1,0 +1,44 @@
+"""Statements of ``sql/leases.sql``: leader leases."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
+from tickwork.types import Leader
+
+
+def _leader(row: Row) -> Leader:
+    return Leader(
+        name=row["name"],
+        holder=row["holder"],
+        acquired_at=row["acquired_at"],
+        renewed_at=row["renewed_at"],
+        expires_at=row["expires_at"],
+        live=row["live"],
+    )
+
+
+class LeaseStatements(Runner):
+    """Who holds which leader lease."""
+
+    async def lease_attempt_elect(
+        self, conn: AsyncConn, *, holder: str, names: Sequence[str], ttl: float
+    ) -> list[Row]:
+        """Acquire or renew ``names`` for ``holder`` (taken over only when expired or its
+        own); rows ``name, expires_at, db_now`` of the leases it holds afterwards."""
+        return await self._rows(
+            conn, "lease_attempt_elect", {"holder": holder, "names": list(names), "ttl": ttl}
+        )
+
+    async def lease_release(self, conn: AsyncConn, *, holder: str, names: Sequence[str]) -> None:
+        """Give up ``names`` where ``holder`` holds them."""
+        await self._rows(conn, "lease_release", {"holder": holder, "names": list(names)})
+
+    async def lease_list(self, conn: AsyncConn) -> list[Leader]:
+        """Every lease, live or expired."""
+        return [_leader(row) for row in await self._rows(conn, "lease_list", {})]
+
+    def lease_list_sync(self, conn: Conn) -> list[Leader]:
+        """:meth:`lease_list` on a sync connection."""
+        return [_leader(row) for row in self._rows_sync(conn, "lease_list", {})]

@@ -1,0 +1,113 @@
+"""The one way a named statement runs: looked up by name, timed, rows as dicts or tuples.
+
+Every family of statements (``jobs``, ``auth``, ...) is a subclass of :class:`Runner` whose
+methods name their statement once and take typed parameters; :class:`tickwork.db.store.Store`
+joins them. Code outside ``db/`` calls those methods and never names a statement.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from bisect import bisect_left
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row, tuple_row
+
+from tickwork.db.statements import Statements
+
+Row = dict[str, Any]
+AsyncConn = psycopg.AsyncConnection[Any]
+"""An async connection: a pooled one, the process's own, or the caller's (in its transaction)."""
+Conn = psycopg.Connection[Any]
+"""A sync connection, likewise."""
+
+STATEMENT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30)
+"""Bounds (seconds) of the statement-time histogram."""
+
+
+class StatementTimes:
+    """How long each named statement took in this process: a histogram per name, kept with
+    one uncontended lock per statement (a round trip to the database costs a thousand times
+    more) and exposed by :mod:`tickwork.metrics` at scrape time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, list[int]] = {}
+        self._sums: dict[str, float] = {}
+
+    def observe(self, name: str, seconds: float) -> None:
+        """Count one run of ``name`` that took ``seconds``."""
+        bucket = bisect_left(STATEMENT_BUCKETS, seconds)
+        with self._lock:
+            counts = self._counts.get(name)
+            if counts is None:
+                counts = self._counts[name] = [0] * (len(STATEMENT_BUCKETS) + 1)
+                self._sums[name] = 0.0
+            counts[bucket] += 1
+            self._sums[name] += seconds
+
+    def snapshot(self) -> Iterator[tuple[str, list[int], float]]:
+        """``(name, counts per bucket (+Inf last), sum)`` for every statement run so far."""
+        with self._lock:
+            taken = [
+                (name, list(counts), self._sums[name]) for name, counts in self._counts.items()
+            ]
+        yield from sorted(taken)
+
+
+TIMES = StatementTimes()
+"""The process's statement times (every store of every schema adds to it)."""
+
+
+class Runner:
+    """Runs the statements of one schema. Subclasses add one method per statement."""
+
+    def __init__(self, statements: Statements) -> None:
+        self.statements = statements
+
+    @property
+    def schema(self) -> str:
+        """The schema every statement runs in."""
+        return self.statements.schema
+
+    def channel(self, kind: str) -> str:
+        """The NOTIFY channel of this schema for ``kind`` (``jobs``, ``control``, ...)."""
+        return self.statements.channel(kind)
+
+    async def _rows(self, conn: AsyncConn, name: str, params: dict[str, Any]) -> list[Row]:
+        """Run ``name`` on ``conn``; its rows as dicts (none for a statement without rows)."""
+        sql = self.statements[name]
+        started = time.perf_counter()
+        try:
+            async with conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(sql, params)
+                return list(await cur.fetchall()) if cur.description is not None else []
+        finally:
+            TIMES.observe(name, time.perf_counter() - started)
+
+    async def _tuples(
+        self, conn: AsyncConn, name: str, params: dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`_rows` with rows as tuples, for the hot paths that read by position."""
+        sql = self.statements[name]
+        started = time.perf_counter()
+        try:
+            async with conn.cursor(row_factory=tuple_row) as cur:
+                await cur.execute(sql, params)
+                return list(await cur.fetchall()) if cur.description is not None else []
+        finally:
+            TIMES.observe(name, time.perf_counter() - started)
+
+    def _rows_sync(self, conn: Conn, name: str, params: dict[str, Any]) -> list[Row]:
+        """:meth:`_rows` on a sync connection."""
+        sql = self.statements[name]
+        started = time.perf_counter()
+        try:
+            with conn.cursor(row_factory=dict_row) as cur:
+                cur.execute(sql, params)
+                return list(cur.fetchall()) if cur.description is not None else []
+        finally:
+            TIMES.observe(name, time.perf_counter() - started)
