@@ -111,3 +111,14 @@ class Runner:
                 return list(cur.fetchall()) if cur.description is not None else []
         finally:
             TIMES.observe(name, time.perf_counter() - started)
+
+    def _tuples_sync(self, conn: Conn, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """:meth:`_tuples` on a sync connection."""
+        sql = self.statements[name]
+        started = time.perf_counter()
+        try:
+            with conn.cursor(row_factory=tuple_row) as cur:
+                cur.execute(sql, params)
+                return list(cur.fetchall()) if cur.description is not None else []
+        finally:
+            TIMES.observe(name, time.perf_counter() - started)
