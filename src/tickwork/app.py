@@ -21,15 +21,13 @@ from tickwork.config import (
 )
 from tickwork.db.database import (
     Database,
-    Row,
     database_error,
     enqueue_error,
-    fetch,
-    fetch_async,
     retrying_deadlocks,
     retrying_deadlocks_async,
 )
 from tickwork.db.migrate import migrate
+from tickwork.db.store import AsyncConn, Conn, Row, Store
 from tickwork.errors import (
     EnqueueError,
     JobNotFoundError,
@@ -88,7 +86,7 @@ class App:
         self.schedules: dict[str, ScheduleSpec] = {}
         self.reactors = Reactors()
         """Registered reactors (the framework's signal retention is one of them)."""
-        self.reactors.add(SignalRetention(self.db.statements, self.settings.signals.retention_days))
+        self.reactors.add(SignalRetention(self.db.store, self.settings.signals.retention_days))
         self.signals = Signals(self)
         """Emit domain signals: ``app.signals.emit(...)`` / ``emit_async``."""
 
@@ -228,7 +226,8 @@ class App:
         """Every stored schedule, by name."""
         from tickwork.schedule.scheduler import StoredSchedule
 
-        return [StoredSchedule.from_row(r) for r in self._query("schedule_list", {})]
+        found = self._on_pool(self.db.store.schedule_list_sync)
+        return [StoredSchedule.from_row(r) for r in found]
 
     def pause_schedule(
         self, name: str, *, paused: bool = True, actor: str = DEFAULT_CREATED_BY
@@ -236,7 +235,11 @@ class App:
         """Pause (or with ``paused=False`` resume) a stored schedule; it survives restarts."""
         from tickwork.schedule.scheduler import StoredSchedule
 
-        found = self._query("schedule_set_paused", {"name": name, "paused": paused, "actor": actor})
+        found = self._on_pool(
+            lambda conn: self.db.store.schedule_set_paused_sync(
+                conn, name=name, paused=paused, actor=actor
+            )
+        )
         if not found:
             raise ScheduleError("name", name, "is not a stored schedule")
         return StoredSchedule.from_row(found[0])
@@ -251,14 +254,11 @@ class App:
 
         row = self._stored_schedule(name)
         cron = CronSchedule.parse(row["cron"], row["timezone"])
-        found = self._query(
-            "schedule_set_enabled",
-            {
-                "name": name,
-                "enabled": enabled,
-                "next_run_at": cron.next_after(row["db_now"]),
-                "actor": actor,
-            },
+        next_run_at = cron.next_after(row["db_now"])
+        found = self._on_pool(
+            lambda conn: self.db.store.schedule_set_enabled_sync(
+                conn, name=name, enabled=enabled, next_run_at=next_run_at, actor=actor
+            )
         )
         return StoredSchedule.from_row(found[0])
 
@@ -268,15 +268,25 @@ class App:
 
         row = self._stored_schedule(name)
         task = self.tasks.get(row["task"])
-        params = job_options(task.options if task else None, row) | {"name": name, "actor": actor}
-        found = self._query("schedule_trigger", params)
+        options = job_options(task.options if task else None, row)
+        found = self._on_pool(
+            lambda conn: self.db.store.schedule_trigger_sync(
+                conn,
+                name=name,
+                actor=actor,
+                queue=options["queue"],
+                priority=options["priority"],
+                max_attempts=options["max_attempts"],
+                timeout=options["timeout"],
+            )
+        )
         return self.get_job(found[0]["id"])
 
     def _stored_schedule(self, name: str) -> Row:
-        found = self._query("schedule_get", {"name": name})
-        if not found:
+        found = self._on_pool(lambda conn: self.db.store.schedule_get_sync(conn, name=name))
+        if found is None:
             raise ScheduleError("name", name, "is not a stored schedule")
-        return found[0]
+        return found
 
     def scheduler_service(self, pool: AsyncConnectionPool[Any]) -> SchedulerService:
         """The SCHEDULER-lease-gated tick for this app's schedules, on ``pool``."""
@@ -285,7 +295,7 @@ class App:
 
         scheduler = Scheduler(
             pool,
-            self.db.statements,
+            self.db.store,
             lambda name: self.tasks[name].options if name in self.tasks else None,
         )
         leases = LeaseManager(pool, self.db.store, self.settings.leases, [Role.SCHEDULER])
@@ -379,24 +389,24 @@ class App:
         if not job_rows:
             return []
         plan = insert_plan(job_rows)
-        sql, params = self.db.statements[plan.statement], plan.params
+        store = self.db.store
 
-        def alone() -> list[Row]:
+        def alone() -> Row:
             with self.db.pool().connection() as own:
-                return fetch(own, sql, params)
+                return _insert_sync(store, own, plan)
 
-        def run() -> list[Row]:
+        def run() -> Row:
             if conn is not None:
-                return fetch(sync_connection(conn), sql, params)
+                return _insert_sync(store, sync_connection(conn), plan)
             # jobs holding the batch's unique keys are locked in input order: another batch
             # with the same keys in another order can deadlock with this one
-            return retrying_deadlocks(alone, operation=plan.statement)
+            return retrying_deadlocks(alone, operation=_operation(plan))
 
         try:
-            rows = run()
+            answer = run()
         except psycopg.Error as exc:  # as in enqueue_many_async
             raise enqueue_error(exc, committing=conn is None) from exc
-        enqueued = _in_order(rows, plan)
+        enqueued = _in_order(answer, plan)
         _count_enqueued(enqueued)
         return enqueued
 
@@ -414,51 +424,54 @@ class App:
         if not job_rows:
             return []
         plan = insert_plan(job_rows)
-        sql, params = self.db.statements[plan.statement], plan.params
+        store = self.db.store
         try:
             if conn is not None:
-                rows = await fetch_async(await async_connection(conn), sql, params)
+                answer = await _insert(store, await async_connection(conn), plan)
             else:
                 pool = await self.db.async_pool()
 
-                async def alone() -> list[Row]:
+                async def alone() -> Row:
                     async with pool.connection() as own:
-                        return await fetch_async(own, sql, params)
+                        return await _insert(store, own, plan)
 
                 # the same deadlock as in enqueue_many, run again the same way
-                rows = await retrying_deadlocks_async(alone, operation=plan.statement)
+                answer = await retrying_deadlocks_async(alone, operation=_operation(plan))
         except psycopg.Error as exc:
             # in autocommit the statement is its commit; in the caller's transaction nothing
             # is committed yet
             raise enqueue_error(exc, committing=conn is None) from exc
-        enqueued = _in_order(rows, plan)
+        enqueued = _in_order(answer, plan)
         _count_enqueued(enqueued)
         return enqueued
 
     # -- inspection and operator actions ------------------------------------------------
 
-    def _query(self, name: str, params: dict[str, Any]) -> list[Row]:
-        def run() -> list[Row]:
-            with self.db.pool().connection() as conn:
-                return fetch(conn, self.db.statements[name], params)
+    def _on_pool(self, run: Callable[[Conn], R]) -> R:
+        """``run`` on a connection of the app's pool (in its own transaction), the driver's
+        errors translated."""
 
-        return _translate(run)
+        def call() -> R:
+            with self.db.pool().connection() as conn:
+                return run(conn)
+
+        return _translate(call)
 
     def get_job(self, job_id: int) -> Job:
         """The job with its state, attempts, result and last error."""
-        found = self._query("job_get", {"job_id": job_id})
-        if not found:
+        found = self._on_pool(lambda conn: self.db.store.job_get_sync(conn, job_id=job_id))
+        if found is None:
             raise JobNotFoundError(job_id)
-        return decode.job(found[0])
+        return decode.job(found)
 
     async def get_job_async(self, job_id: int) -> Job:
         """Async :meth:`get_job`."""
         pool = await self.db.async_pool()
         async with pool.connection() as conn:
-            found = await fetch_async(conn, self.db.statements["job_get"], {"job_id": job_id})
-        if not found:
+            found = await self.db.store.job_get(conn, job_id=job_id)
+        if found is None:
             raise JobNotFoundError(job_id)
-        return decode.job(found[0])
+        return decode.job(found)
 
     def wait(self, job: Job | int, *, timeout: float | None = None) -> Job:
         """Block until the job is SUCCEEDED, CANCELLED or DEAD_LETTER and return it (its
@@ -486,14 +499,17 @@ class App:
 
     def list_executions(self, job_id: int) -> list[Execution]:
         """Every attempt of the job, oldest first."""
-        return [
-            decode.execution(r) for r in self._query("execution_list_for_job", {"job_id": job_id})
-        ]
+        found = self._on_pool(
+            lambda conn: self.db.store.execution_list_for_job_sync(conn, job_id=job_id)
+        )
+        return [decode.execution(r) for r in found]
 
     def audit_events(self, job_id: int) -> list[AuditEvent]:
         """The audit trail of one job, oldest first."""
-        found = self._query(
-            "audit_list_for_target", {"target_type": "job", "target_id": str(job_id)}
+        found = self._on_pool(
+            lambda conn: self.db.store.audit_list_for_target_sync(
+                conn, target_type="job", target_id=str(job_id)
+            )
         )
         return [decode.audit_event(r) for r in found]
 
@@ -503,31 +519,23 @@ class App:
         The running attempt is told (async handlers are cancelled, sync ones can poll
         ``ctx.cancel_requested``) and the job becomes CANCELLED when the attempt completes.
         """
-        self._transition("job_cancel", job_id, actor, "cancel", ALLOWED_FROM["cancel"])
+        found = self._on_pool(
+            lambda conn: self.db.store.job_cancel_sync(conn, job_ids=[job_id], actor=actor)
+        )
+        _check_changed(found, job_id, "cancel")
         return self.get_job(job_id)
 
     def retry(self, job_id: int, *, actor: str = DEFAULT_CREATED_BY) -> Job:
         """Send a DEAD_LETTER or FAILED job back to PENDING now; its history is kept."""
-        self._transition("job_retry", job_id, actor, "retry", ALLOWED_FROM["retry"])
+        found = self._on_pool(
+            lambda conn: self.db.store.job_retry_sync(conn, job_ids=[job_id], actor=actor)
+        )
+        _check_changed(found, job_id, "retry")
         return self.get_job(job_id)
-
-    def _transition(
-        self, statement: str, job_id: int, actor: str, operation: str, allowed: list[str]
-    ) -> None:
-        found = self._query(statement, {"job_ids": [job_id], "actor": actor})
-        if not found:
-            raise JobNotFoundError(job_id)
-        if found[0]["state"] is None:
-            raise JobStateError(job_id, found[0]["previous_state"], operation, allowed)
 
     def leaders(self) -> list[Leader]:
         """Who holds each leader lease, and until when (database time)."""
-
-        def run() -> list[Leader]:
-            with self.db.pool().connection() as conn:
-                return self.db.store.lease_list_sync(conn)
-
-        return _translate(run)
+        return self._on_pool(self.db.store.lease_list_sync)
 
     def health(self, *, xmin_warning_seconds: float | None = None) -> Health:
         """Table sizes, dead tuples, HOT ratio and the oldest transaction holding back
@@ -538,14 +546,14 @@ class App:
             DEFAULT_XMIN_WARNING_SECONDS if xmin_warning_seconds is None else xmin_warning_seconds
         )
         with self.db.connect() as conn:  # one look: no pool to open (nor to wait out)
-            return check(conn, self.db.statements, xmin_warning_seconds=threshold)
+            return check(conn, self.db.store, xmin_warning_seconds=threshold)
 
     # -- running ------------------------------------------------------------------------
 
     def migrate(self) -> list[int]:
         """Apply pending schema migrations; return the versions applied now."""
         with self.db.connect() as conn:
-            return migrate(conn, self.db.statements)
+            return migrate(conn, self.db.store)
 
     def worker(self, **options: Any) -> Worker:
         """A :class:`~tickwork.worker.Worker` for these tasks; options override settings."""
@@ -590,11 +598,38 @@ def _as_spec(item: JobSpec | Mapping[str, Any], index: int) -> JobSpec:
     raise EnqueueError(f"jobs[{index}]", item, "must be a JobSpec or a mapping")
 
 
-def _in_order(found: list[Row], plan: InsertPlan) -> list[Job]:
+def _insert_sync(store: Store, conn: Conn, plan: InsertPlan) -> Row:
+    """Run ``plan`` on a sync connection; the statement's answer row."""
+    if plan.many:
+        return store.job_insert_many_sync(conn, jobs=plan.sent, args=plan.args)
+    return store.job_insert_sync(conn, job=plan.sent[0], args=plan.args)
+
+
+async def _insert(store: Store, conn: AsyncConn, plan: InsertPlan) -> Row:
+    """:func:`_insert_sync` on an async connection."""
+    if plan.many:
+        return await store.job_insert_many(conn, jobs=plan.sent, args=plan.args)
+    return await store.job_insert(conn, job=plan.sent[0], args=plan.args)
+
+
+def _operation(plan: InsertPlan) -> str:
+    """What a re-run of ``plan`` is logged as."""
+    return "enqueue_many" if plan.many else "enqueue"
+
+
+def _check_changed(found: list[Row], job_id: int, operation: str) -> None:
+    """Raise unless ``operation`` (retry or cancel) changed the job: it is missing, or in a
+    state the operation does not apply to."""
+    if not found:
+        raise JobNotFoundError(job_id)
+    if found[0]["state"] is None:
+        raise JobStateError(job_id, found[0]["previous_state"], operation, ALLOWED_FROM[operation])
+
+
+def _in_order(answer: Row, plan: InsertPlan) -> list[Job]:
     """Jobs in input order. New rows got ids in input order; a duplicate comes back whole, as
     the job holding its key, so keyed rows are matched by key first."""
-    answer = found[0]
-    if plan.statement == "job_insert":  # one job, answered with scalars
+    if not plan.many:  # one job, answered with scalars
         if answer["existing"] is not None:
             return [decode.duplicate_job(answer["existing"])]
         return [

@@ -13,8 +13,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import MAX_SECONDS, Settings
-from tickwork.db.database import Row, fetch_async
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.errors import InvalidInput, NotFoundError
 
 VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}\Z")
@@ -78,18 +77,12 @@ class Variable:
     updated_by: str
 
 
-async def _fetch(
-    pool: AsyncConnectionPool[Any], statements: Statements, name: str, params: dict[str, Any]
-) -> list[Row]:
-    async with pool.connection() as conn:
-        return await fetch_async(conn, statements[name], params)
-
-
 async def list_settings(
-    pool: AsyncConnectionPool[Any], statements: Statements, settings: Settings
+    pool: AsyncConnectionPool[Any], store: Store, settings: Settings
 ) -> list[SettingView]:
     """Every known setting with its effective value."""
-    stored = {r["key"]: r for r in await _fetch(pool, statements, "app_setting_list", {})}
+    async with pool.connection() as conn:
+        stored = {r["key"]: r for r in await store.app_setting_list(conn)}
     views = []
     for key, known in KNOWN.items():
         row = stored.get(key)
@@ -109,7 +102,7 @@ async def list_settings(
 
 async def put_setting(
     pool: AsyncConnectionPool[Any],
-    statements: Statements,
+    store: Store,
     settings: Settings,
     key: str,
     value: Any,
@@ -120,18 +113,18 @@ async def put_setting(
     if known is None:
         raise InvalidInput("key", key, f"is not a setting (known: {', '.join(sorted(KNOWN))})")
     checked = known.check(key, value)
-    params = {"key": key, "value": json.dumps(checked), "actor": actor}
-    row = (await _fetch(pool, statements, "app_setting_put", params))[0]
+    async with pool.connection() as conn:
+        row = await store.app_setting_put(conn, key=key, value=json.dumps(checked), actor=actor)
     return SettingView(
         key, row["value"], known.default(settings), known.description, row["updated_at"], actor
     )
 
 
 async def effective(
-    pool: AsyncConnectionPool[Any], statements: Statements, settings: Settings
+    pool: AsyncConnectionPool[Any], store: Store, settings: Settings
 ) -> dict[str, Any]:
     """Every known setting's effective value, by key."""
-    return {v.key: v.value for v in await list_settings(pool, statements, settings)}
+    return {v.key: v.value for v in await list_settings(pool, store, settings)}
 
 
 def check_variable_name(name: str) -> str:
@@ -142,14 +135,15 @@ def check_variable_name(name: str) -> str:
     return name
 
 
-async def list_variables(pool: AsyncConnectionPool[Any], statements: Statements) -> list[Variable]:
+async def list_variables(pool: AsyncConnectionPool[Any], store: Store) -> list[Variable]:
     """Every variable; secret ones without their value."""
-    return [Variable(**r) for r in await _fetch(pool, statements, "variable_list", {})]
+    async with pool.connection() as conn:
+        return [Variable(**r) for r in await store.variable_list(conn)]
 
 
 async def put_variable(
     pool: AsyncConnectionPool[Any],
-    statements: Statements,
+    store: Store,
     name: str,
     value: str,
     *,
@@ -157,13 +151,17 @@ async def put_variable(
     actor: str,
 ) -> Variable:
     """Create or replace a variable."""
-    params = {"name": check_variable_name(name), "value": value, "secret": secret, "actor": actor}
-    return Variable(**(await _fetch(pool, statements, "variable_put", params))[0])
+    name = check_variable_name(name)
+    async with pool.connection() as conn:
+        row = await store.variable_put(conn, name=name, value=value, secret=secret, actor=actor)
+    return Variable(**row)
 
 
 async def delete_variable(
-    pool: AsyncConnectionPool[Any], statements: Statements, name: str, *, actor: str
+    pool: AsyncConnectionPool[Any], store: Store, name: str, *, actor: str
 ) -> None:
     """Delete a variable."""
-    if not await _fetch(pool, statements, "variable_delete", {"name": name, "actor": actor}):
+    async with pool.connection() as conn:
+        deleted = await store.variable_delete(conn, name=name, actor=actor)
+    if not deleted:
         raise NotFoundError("variable", name)

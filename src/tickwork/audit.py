@@ -10,8 +10,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.db.database import fetch_async
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.queue import rows as decode
 from tickwork.queue.admin import DEFAULT_PAGE, Page, check_limit, check_range
 
@@ -39,7 +38,7 @@ class AuditFilter:
 
 async def audit_append(
     conn: psycopg.AsyncConnection[Any],
-    statements: Statements,
+    store: Store,
     actor: str,
     event_type: str,
     target_type: str,
@@ -47,36 +46,37 @@ async def audit_append(
     metadata: dict[str, Any],
 ) -> None:
     """Append one event on ``conn`` (in the caller's transaction when it has one)."""
-    params = {
-        "actor": actor,
-        "event_type": event_type,
-        "target_type": target_type,
-        "target_id": target_id,
-        "metadata": json.dumps(metadata),
-    }
-    await fetch_async(conn, statements["audit_append"], params)
+    await store.audit_append(
+        conn,
+        actor=actor,
+        event_type=event_type,
+        target_type=target_type,
+        target_id=target_id,
+        metadata=json.dumps(metadata),
+    )
 
 
 async def list_events(
     pool: AsyncConnectionPool[Any],
-    statements: Statements,
+    store: Store,
     where: AuditFilter,
     *,
     limit: int = DEFAULT_PAGE,
     before_id: int | None = None,
 ) -> Page:
     """Audit events matching ``where``, newest first."""
-    params = {
-        "actor": where.actor,
-        "event_type": where.event_type,
-        "target_type": where.target_type,
-        "target_id": where.target_id,
-        "occurred_from": where.occurred_from,
-        "occurred_to": where.occurred_to,
-        "limit": check_limit(limit),
-        "before_id": before_id,
-    }
+    checked = check_limit(limit)
     async with pool.connection() as conn:
-        found = await fetch_async(conn, statements["audit_list"], params)
+        found = await store.audit_list(
+            conn,
+            actor=where.actor,
+            event_type=where.event_type,
+            target_type=where.target_type,
+            target_id=where.target_id,
+            occurred_from=where.occurred_from,
+            occurred_to=where.occurred_to,
+            limit=checked,
+            before_id=before_id,
+        )
     events = [decode.audit_event(r) for r in found]
     return Page(events, events[-1].id if len(events) == limit else None)

@@ -344,7 +344,7 @@ def _sizes(app: App) -> dict[str, Any]:
     from tickwork.health import check
 
     with app.db.pool().connection() as conn:
-        report = check(conn, app.db.statements)
+        report = check(conn, app.db.store)
     out: dict[str, Any] = {}
     for table in report.tables:
         if table.name in ("jobs", "executions"):

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
-import psycopg
-
-from tickwork.db.database import fetch
-from tickwork.db.statements import Statements
+from tickwork.db.store import Conn, Store
 from tickwork.queue.admin import WORKER_STALE_AFTER, UnservedTask
 
 DEFAULT_XMIN_WARNING_SECONDS = 300.0
@@ -78,14 +74,13 @@ class Health:
 
 
 def check(
-    conn: psycopg.Connection[Any],
-    statements: Statements,
+    conn: Conn,
+    store: Store,
     *,
     xmin_warning_seconds: float = DEFAULT_XMIN_WARNING_SECONDS,
     dead_tuple_warning_ratio: float = DEFAULT_DEAD_TUPLE_WARNING_RATIO,
 ) -> Health:
     """Read the report on ``conn``."""
-    params = {"schema": statements.schema}
     tables = [
         TableHealth(
             name=r["table_name"],
@@ -97,27 +92,27 @@ def check(
             index_bytes=r["index_bytes"],
             last_vacuum=r["last_vacuum"],
         )
-        for r in fetch(conn, statements["health_tables"], params)
+        for r in store.health_tables_sync(conn)
     ]
     indexes = [
         IndexHealth(r["table_name"], r["index_name"], r["bytes"], r["scans"])
-        for r in fetch(conn, statements["health_indexes"], params)
+        for r in store.health_indexes_sync(conn)
     ]
     holders = [
         XminHolder(r["holder"], r["detail"], r["age_seconds"], r["xmin_age"])
-        for r in fetch(conn, statements["health_xmin_horizon"], {"limit": XMIN_HOLDERS_SHOWN})
+        for r in store.health_xmin_horizon_sync(conn, limit=XMIN_HOLDERS_SHOWN)
     ]
     warnings = []
     if not tables:
         warnings.append(
-            f"schema {statements.schema!r} holds no tables: tickwork is not set up in this"
+            f"schema {store.schema!r} holds no tables: tickwork is not set up in this"
             " database yet (run `tickwork migrate`), or the app is configured with another schema"
         )
     else:
-        for u in fetch(conn, statements["queue_unserved"], {"stale_after": WORKER_STALE_AFTER}):
+        for u in store.queue_unserved_sync(conn, stale_after=WORKER_STALE_AFTER):
             unserved = UnservedTask(u["task"], u["jobs"], u["oldest_seconds"])
             warnings.append(unserved.describe(u["queue"]))
-    if not fetch(conn, statements["health_autovacuum"], {})[0]["autovacuum"]:
+    if not store.health_autovacuum_sync(conn):
         warnings.append(
             "the server's autovacuum is off: dead rows are reclaimed only by tickwork's retention"
             " pass (retention.vacuum) or a manual VACUUM"

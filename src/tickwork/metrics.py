@@ -21,8 +21,9 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.db.database import Row, fetch_async
-from tickwork.db.statements import Statements
+from tickwork.db.store import Row, Store
+from tickwork.db.store.runner import STATEMENT_BUCKETS, TIMES
+from tickwork.types import Leader
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 """tickwork's own registry (kept apart from the default one, which the host app may use)."""
@@ -115,6 +116,22 @@ TALLY = _Tally()
 REGISTRY.register(TALLY)
 
 
+class _StatementTimes:
+    """The store's statement times (:data:`tickwork.db.store.runner.TIMES`) as a histogram."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield _Tally._histogram(
+            "tickwork_statement_seconds",
+            "Time of each named statement this process ran, by statement",
+            "statement",
+            STATEMENT_BUCKETS,
+            TIMES.snapshot(),
+        )
+
+
+REGISTRY.register(_StatementTimes())
+
+
 SIGNALS_EMITTED = Counter(
     "tickwork_signals_emitted", "Signals emitted (new rows)", ["signal_type"], registry=REGISTRY
 )
@@ -192,7 +209,7 @@ def sweep_ran(reactor: str, outcome: str, seconds: float) -> None:
 class _Snapshot(Collector):
     """The database's view, read once per scrape."""
 
-    def __init__(self, jobs: list[Row], leases: list[Row]) -> None:
+    def __init__(self, jobs: list[Row], leases: list[Leader]) -> None:
         self.jobs = jobs
         self.leases = leases
 
@@ -208,16 +225,16 @@ class _Snapshot(Collector):
             "1 while the holder's lease is live",
             labels=["lease", "holder"],
         )
-        for row in self.leases:
-            holders.add_metric([row["name"], row["holder"]], 1.0 if row["live"] else 0.0)
+        for lease in self.leases:
+            holders.add_metric([lease.name, lease.holder], 1.0 if lease.live else 0.0)
         yield holders
 
 
-async def render(pool: AsyncConnectionPool[Any], statements: Statements) -> tuple[bytes, str]:
+async def render(pool: AsyncConnectionPool[Any], store: Store) -> tuple[bytes, str]:
     """The exposition text of this process's metrics and the database snapshot."""
     async with pool.connection() as conn:
-        jobs = await fetch_async(conn, statements["job_count_by_queue_state"], {})
-        leases = await fetch_async(conn, statements["lease_list"], {})
+        jobs = await store.job_count_by_queue_state(conn)
+        leases = await store.lease_list(conn)
     snapshot = CollectorRegistry(auto_describe=False)
     snapshot.register(_Snapshot(jobs, leases))
     return generate_latest(REGISTRY) + generate_latest(snapshot), CONTENT_TYPE_LATEST

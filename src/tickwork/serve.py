@@ -199,7 +199,7 @@ async def _serve(
     if sock is not None:
         from tickwork.api import create_api
 
-        auth = AuthService(pool, app.db.statements, app.settings.auth)
+        auth = AuthService(pool, app.db.store, app.settings.auth)
         await auth.start()
         running.append(asyncio.create_task(auth.watch_sessions(background_stop), name="sessions"))
         admin_password = app.settings.auth.admin_password

@@ -46,11 +46,11 @@ def failed(done: subprocess.CompletedProcess[str]) -> str:
 async def audit(app: App, target_type: str) -> list[AuditEvent]:
     pool = await app.db.async_pool()
     where = AuditFilter(target_type=target_type)
-    return (await list_events(pool, app.db.statements, where, limit=500)).items
+    return (await list_events(pool, app.db.store, where, limit=500)).items
 
 
 async def login(app: App, email: str, password: str) -> Role:
-    auth = AuthService(await app.db.async_pool(), app.db.statements, app.settings.auth)
+    auth = AuthService(await app.db.async_pool(), app.db.store, app.settings.auth)
     await auth.start()
     return (await auth.login(email, password, "127.0.0.1")).user.role
 

@@ -307,7 +307,7 @@ async def test_users_set_password_reads_stdin_and_ends_sessions(
         "users", "create", "ada@example.com", "--role", "ADMIN", "--password-stdin", stdin=old
     )
     assert created.returncode == 0, created.stderr
-    auth = AuthService(await app.db.async_pool(), app.db.statements, app.settings.auth)
+    auth = AuthService(await app.db.async_pool(), app.db.store, app.settings.auth)
     await auth.start()
     session = await auth.login("ada@example.com", old, "127.0.0.1")
 

@@ -170,7 +170,7 @@ async def test_signals_retry_and_cancel(db_env: dict[str, str], app: App, sql: S
     assert "signal 999999 does not exist" in missing
 
     pool = await app.db.async_pool()
-    events = await list_events(pool, app.db.statements, AuditFilter(target_type="signal"))
+    events = await list_events(pool, app.db.store, AuditFilter(target_type="signal"))
     assert {(e.event_type, e.actor) for e in events.items} == {
         ("signal.cancelled", cli_actor()),
         ("signal.retried", cli_actor()),

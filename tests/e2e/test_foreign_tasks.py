@@ -81,7 +81,7 @@ def test_serve_without_the_app_leaves_the_jobs_to_the_worker_that_has_the_task(
 def _unserved(app: App) -> list[admin.UnservedTask]:
     async def stats() -> list[admin.QueueStats]:
         try:
-            return await admin.queue_stats(await app.db.async_pool(), app.db.statements)
+            return await admin.queue_stats(await app.db.async_pool(), app.db.store)
         finally:
             await app.db.aclose()
 

@@ -14,7 +14,7 @@ from tickwork.schedule.scheduler import Scheduler
 
 async def main(stop_file: Path) -> None:
     pool = await app.db.async_pool()
-    scheduler = Scheduler(pool, app.db.statements, lambda name: app.tasks[name].options)
+    scheduler = Scheduler(pool, app.db.store, lambda name: app.tasks[name].options)
     await scheduler.sync(list(app.schedules.values()))
     ticks = 0
     while not stop_file.exists():  # noqa: ASYNC240 (a local stat, between ticks)

@@ -43,7 +43,7 @@ def email(role: Role) -> str:
 
 async def start_api(app: App, signals: SignalRuntime | None = None) -> AsyncIterator[Api]:
     pool = await app.db.async_pool()
-    auth = AuthService(pool, app.db.statements, app.settings.auth)
+    auth = AuthService(pool, app.db.store, app.settings.auth)
     await auth.start()
     api = create_api(app, auth, pool, signals)
     transport = httpx.ASGITransport(app=api)

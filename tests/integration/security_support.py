@@ -55,7 +55,7 @@ async def served(
     ``service()`` does), called over ASGI from client ``address``; no users are made."""
     settings = AuthSettings.model_validate(app.settings.auth.model_dump() | auth_overrides)
     pool = await app.db.async_pool()
-    auth = AuthService(pool, app.db.statements, settings)
+    auth = AuthService(pool, app.db.store, settings)
     await auth.start()
     api = create_api(app, auth, pool, signals)
     transport = httpx.ASGITransport(app=api, raise_app_exceptions=False, client=(address, 40_000))

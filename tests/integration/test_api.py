@@ -461,6 +461,9 @@ async def test_metrics_health_and_openapi(api: Api) -> None:
     assert 'tickwork_jobs{queue="api-tests",state="SUCCEEDED"} 1.0' in text
     assert 'tickwork_attempts_finished_total{outcome="SUCCEEDED",task="tests.echo"}' in text
     assert "tickwork_pickup_latency_seconds_bucket" in text
+    # every statement is timed by the store, under its name
+    assert 'tickwork_statement_seconds_count{statement="job_claim"}' in text
+    assert 'tickwork_statement_seconds_bucket{le="+Inf",statement="job_complete_many"}' in text
     assert (await api.client.get("/healthz")).json() == {"status": "ok"}
     ready = (await api.client.get("/readyz")).json()
     assert ready["status"] == "ready" and ready["schema_version"] >= 4

@@ -45,7 +45,7 @@ HANG_GUARD = 60.0  # not a timing assertion: only stops a broken test from hangi
 
 async def service(app: App, **overrides: Any) -> AuthService:
     settings = AuthSettings.model_validate(app.settings.auth.model_dump() | overrides)
-    auth = AuthService(await app.db.async_pool(), app.db.statements, settings)
+    auth = AuthService(await app.db.async_pool(), app.db.store, settings)
     await auth.start()
     return auth
 
@@ -380,22 +380,25 @@ async def test_parallel_attempts_on_one_account_wait_without_holding_connections
     # flood on one account holds one pool connection at the throttle, not one per attempt
     auth = await service(app, login_max_per_account=3, login_window=600)
     await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
-    query = auth._q
+    lock, reserve = auth.store.login_attempt_lock, auth.store.login_attempt_reserve
     at_the_lock = 0
     most = 0
 
-    async def counting(conn: Any, name: str, **params: Any) -> Any:
+    async def counting_lock(conn: Any, **params: Any) -> None:
         nonlocal at_the_lock, most
-        if name == "login_attempt_lock":
-            at_the_lock += 1
-            most = max(most, at_the_lock)
-        try:
-            return await query(conn, name, **params)
-        finally:
-            if name == "login_attempt_reserve":
-                at_the_lock -= 1
+        at_the_lock += 1
+        most = max(most, at_the_lock)
+        await lock(conn, **params)
 
-    monkeypatch.setattr(auth, "_q", counting)
+    async def counting_reserve(conn: Any, **params: Any) -> Any:
+        nonlocal at_the_lock
+        try:
+            return await reserve(conn, **params)
+        finally:
+            at_the_lock -= 1
+
+    monkeypatch.setattr(auth.store, "login_attempt_lock", counting_lock)
+    monkeypatch.setattr(auth.store, "login_attempt_reserve", counting_reserve)
     await asyncio.gather(
         *(auth.login("ada@example.com", "wrong", f"198.51.100.{n}") for n in range(12)),
         return_exceptions=True,

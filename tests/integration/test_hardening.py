@@ -288,8 +288,8 @@ async def test_another_process_hears_of_a_revocation_at_once(app: App) -> None:
     the other on its next request, through NOTIFY, with its cache set to keep answers for an
     hour (so the one-second expiry cannot be what ends the token)."""
     pool = await app.db.async_pool()
-    here = AuthService(pool, app.db.statements, app.settings.auth)
-    there = AuthService(pool, app.db.statements, app.settings.auth)
+    here = AuthService(pool, app.db.store, app.settings.auth)
+    there = AuthService(pool, app.db.store, app.settings.auth)
     await here.start()
     await there.start()
     there._sessions.ttl = 3600.0
@@ -305,7 +305,7 @@ async def test_another_process_hears_of_a_revocation_at_once(app: App) -> None:
     watching = asyncio.create_task(there.watch_sessions(stop))
     try:
         await asyncio.wait_for(there.listening.wait(), 60)
-        channel = app.db.statements.channel("sessions")
+        channel = app.db.store.channel("sessions")
         async with pool.connection() as conn:  # a payload not of ours does not stop it
             await conn.execute(
                 psycopg.sql.SQL("NOTIFY {}, '\u00b2'").format(psycopg.sql.Identifier(channel))
@@ -465,7 +465,7 @@ async def test_a_wrong_current_password_is_bad_input_not_an_expired_token(api: A
 
 async def test_an_unexpected_error_is_a_problem_not_text(app: App) -> None:
     pool = await app.db.async_pool()
-    auth = AuthService(pool, app.db.statements, app.settings.auth)
+    auth = AuthService(pool, app.db.store, app.settings.auth)
     await auth.start()
     api = create_api(app, auth, pool)
 
@@ -589,16 +589,17 @@ async def test_a_right_login_the_database_failed_is_not_counted(
     """The password was right and the database failed while the session was being stored:
     the attempt is forgiven once the database answers, not left to count as a failure."""
     auth = api.auth
-    real = auth._q
-    failures = {"user_login_succeeded": 1}
+    real = auth.store.user_login_succeeded
+    failures = 1
 
-    async def flaky(conn: Any, statement: str, /, **params: Any) -> Any:
-        if failures.get(statement):
-            failures[statement] -= 1
+    async def flaky(conn: Any, **params: Any) -> Any:
+        nonlocal failures
+        if failures:
+            failures -= 1
             raise psycopg.OperationalError("the connection was lost")
-        return await real(conn, statement, **params)
+        return await real(conn, **params)
 
-    monkeypatch.setattr(auth, "_q", flaky)
+    monkeypatch.setattr(auth.store, "user_login_succeeded", flaky)
     with pytest.raises(psycopg.OperationalError):
         await auth.login(email(Role.VIEWER), PASSWORD, "192.0.2.9")
     await asyncio.wait_for(asyncio.gather(*auth._settling), 60)

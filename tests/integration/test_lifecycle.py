@@ -308,7 +308,7 @@ async def test_unserialisable_result_fails_the_attempt(app: App) -> None:
 
 
 async def queue_stats(app: App) -> list[admin.QueueStats]:
-    return await admin.queue_stats(await app.db.async_pool(), app.db.statements)
+    return await admin.queue_stats(await app.db.async_pool(), app.db.store)
 
 
 async def test_a_worker_never_claims_a_task_it_lacks_the_job_waits_for_one_that_has_it(

@@ -8,7 +8,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import psycopg
@@ -55,26 +55,36 @@ def lock_waiters_reach(url: str, schema: str, count: int) -> None:
 
 
 class Blocked:
-    """One statement run on its own connection in a thread; ``error`` holds what it raised."""
+    """One statement run on its own connection in a thread (with an event loop of its own, as
+    the store's methods are async); ``error`` holds what it raised."""
 
-    def __init__(self, url: str, run: Callable[[psycopg.Connection[Any]], object]) -> None:
-        self.conn = psycopg.connect(url, autocommit=True)
-        self.pid = self.conn.info.backend_pid
+    def __init__(
+        self, url: str, run: Callable[[psycopg.AsyncConnection[Any]], Awaitable[object]]
+    ) -> None:
+        self.pid = 0
         self.error: BaseException | None = None
+        self._url = url
         self._run = run
-        self._thread = threading.Thread(target=self._target)
+        self._connected = threading.Event()
+        self._thread = threading.Thread(target=asyncio.run, args=(self._target(),))
         self._thread.start()
+        assert self._connected.wait(HANG_GUARD), "never connected"
+        assert self.error is None, self.error
 
-    def _target(self) -> None:
+    async def _target(self) -> None:
         try:
-            self._run(self.conn)
+            async with await psycopg.AsyncConnection.connect(self._url, autocommit=True) as conn:
+                self.pid = conn.info.backend_pid
+                self._connected.set()
+                await self._run(conn)
         except BaseException as exc:  # reported by the test, not lost in the thread
             self.error = exc
+        finally:
+            self._connected.set()
 
     def join(self) -> None:
         self._thread.join(HANG_GUARD)
         assert not self._thread.is_alive(), "statement still blocked"
-        self.conn.close()
 
 
 async def two_running_jobs(app: App, sql: psycopg.Connection[Any]) -> dict[int, int]:
@@ -101,7 +111,7 @@ def race_with_bulk_cancel(
     sql: psycopg.Connection[Any],
     url: str,
     jobs: list[int],
-    other: Callable[[psycopg.Connection[Any]], object],
+    other: Callable[[psycopg.AsyncConnection[Any]], Awaitable[object]],
 ) -> None:
     """A bulk cancel of ``jobs`` waits for the first job's lock; ``other`` then runs and
     waits too; the lock is let go. Neither may fail (a deadlock aborts one of them)."""
@@ -109,10 +119,7 @@ def race_with_bulk_cancel(
         # a third party holds the first job, so both statements queue behind it, cancel first
         sql.execute("SELECT 1 FROM jobs WHERE id = %s FOR UPDATE", [jobs[0]])
         cancel = Blocked(
-            url,
-            lambda conn: conn.execute(
-                app.db.statements["job_cancel"], {"job_ids": jobs, "actor": "test"}
-            ),
+            url, lambda conn: app.db.store.job_cancel(conn, job_ids=jobs, actor="test")
         )
         waiting_for_a_lock(url, cancel.pid)
         rival = Blocked(url, other)
@@ -148,7 +155,7 @@ async def test_completion_batch_and_bulk_cancel_do_not_deadlock(
         sql,
         database_url,
         [first, second],
-        lambda conn: conn.execute(app.db.statements["job_complete_many"], {"outcomes": outcomes}),
+        lambda conn: app.db.store.job_complete_many(conn, outcomes=outcomes),
     )
     # the cancel was recorded first; each attempt then completed and honoured it
     assert [app.get_job(j).state for j in (first, second)] == [JobState.CANCELLED] * 2
@@ -174,9 +181,7 @@ async def test_watchdog_and_bulk_cancel_do_not_deadlock(
         sql,
         database_url,
         [first, second],
-        lambda conn: conn.execute(
-            app.db.statements["execution_reclaim_expired"], {"limit": 10, "actor": "test"}
-        ),
+        lambda conn: app.db.store.execution_reclaim_expired(conn, limit=10, actor="test"),
     )
     # the cancel was recorded first; the watchdog then reclaimed both and honoured it
     assert [app.get_job(j).state for j in (first, second)] == [JobState.CANCELLED] * 2
@@ -205,14 +210,16 @@ async def aborted_once_in_a_cycle(
     rival_done = threading.Event()
     pauses: list[int] = []
 
-    def rival(conn: psycopg.Connection[Any]) -> None:
+    async def rival(conn: psycopg.AsyncConnection[Any]) -> None:
         # with a long deadlock_timeout it is never the one PostgreSQL aborts: the victim,
         # checking after its default 1 s, is
         try:
-            with conn.transaction():
-                conn.execute("SET LOCAL deadlock_timeout = '60s'")
-                conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [second])
-                conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [first])
+            async with conn.transaction():
+                await conn.execute("SET LOCAL deadlock_timeout = '60s'")
+                await conn.execute(
+                    f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [second]
+                )
+                await conn.execute(f"SELECT 1 FROM {schema}.jobs WHERE id = %s FOR UPDATE", [first])
         finally:
             rival_done.set()
 
@@ -252,7 +259,7 @@ async def test_a_bulk_cancel_the_database_aborts_to_break_a_deadlock_runs_again(
 ) -> None:
     first, second = await two_running_jobs(app, sql)
     pool = await app.db.async_pool()
-    cancel = admin.act(pool, app.db.statements, "cancel", [first, second], "test")
+    cancel = admin.act(pool, app.db.store, "cancel", [first, second], "test")
 
     states = await aborted_once_in_a_cycle(
         cancel, sql, database_url, schema, first, second, caplog, monkeypatch

@@ -81,7 +81,7 @@ async def api(proxied: App) -> AsyncIterator[Api]:
     The client hands a 500 back as an answer (``raise_app_exceptions=False``) rather than
     raising the app's exception, so an assertion shows what a caller would get."""
     pool = await proxied.db.async_pool(timeout=REQUEST_WAIT)
-    auth = AuthService(pool, proxied.db.statements, proxied.settings.auth)
+    auth = AuthService(pool, proxied.db.store, proxied.settings.auth)
     await auth.start()
     the_api = create_api(proxied, auth, pool)
     transport = httpx.ASGITransport(app=the_api, raise_app_exceptions=False)

@@ -153,18 +153,18 @@ def test_a_notification_names_the_job_or_every_job() -> None:
     assert waiting.names("", 12)  # a batch too large for one payload: everyone looks
 
 
-async def first_read_done(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+async def first_read_done(app: App, monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
     """An event set once a waiter has read its job the first time (it LISTENs before that),
     and no fallback look while the test runs: only the notification can wake it."""
     done = asyncio.Event()
-    read = waiting.fetch_async
+    read = app.db.store.job_get
 
-    async def reading(*args: Any) -> Any:
-        found = await read(*args)
+    async def reading(*args: Any, **kwargs: Any) -> Any:
+        found = await read(*args, **kwargs)
         done.set()
         return found
 
-    monkeypatch.setattr(waiting, "fetch_async", reading)
+    monkeypatch.setattr(app.db.store, "job_get", reading)
     monkeypatch.setattr(waiting, "RECHECK_INTERVAL", 3600.0)
     return done
 
@@ -177,7 +177,7 @@ async def test_wait_returns_the_finished_job_when_its_worker_records_it(
         return a + b
 
     job = add.defer(a=2, b=3)
-    listening = await first_read_done(monkeypatch)
+    listening = await first_read_done(app, monkeypatch)
     waiter = asyncio.create_task(app.wait_async(job))
     await asyncio.wait_for(listening.wait(), HANG_GUARD)
     assert not waiter.done()
@@ -195,7 +195,7 @@ async def test_wait_is_woken_by_a_cancel_and_by_a_dead_letter(
         raise ValueError("no")
 
     cancelled, dead = breaks.defer(), breaks.defer()
-    listening = await first_read_done(monkeypatch)
+    listening = await first_read_done(app, monkeypatch)
     waiter = asyncio.create_task(app.wait_async(cancelled.id))
     await asyncio.wait_for(listening.wait(), HANG_GUARD)
     app.cancel(cancelled.id)

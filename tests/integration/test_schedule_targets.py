@@ -27,7 +27,7 @@ def knowing(app: App, pool: AsyncConnectionPool[Any]) -> Scheduler:
     """A scheduler of a process that registers ``app``'s tasks."""
     return Scheduler(
         pool,
-        app.db.statements,
+        app.db.store,
         lambda name: app.tasks[name].options if name in app.tasks else None,
     )
 
@@ -53,7 +53,7 @@ async def test_a_lease_holder_without_the_task_enqueues_it_as_the_task_registers
     # the SCHEDULER lease holder is a process without the task (a serve started without the
     # application): it enqueues from what the schedule stored
     bare = App(database_url=database_url, schema=app.settings.schema_name)
-    fired = (await Scheduler(pool, bare.db.statements, lambda name: None).run_once()).fired
+    fired = (await Scheduler(pool, bare.db.store, lambda name: None).run_once()).fired
     jobs = {f.schedule: app.get_job(f.job_id) for f in fired}
     got = {n: (j.queue, j.priority, j.max_attempts, j.timeout) for n, j in jobs.items()}
     assert got == {"beat": ("beats", 7, 4, 30.0), "beat-urgent": ("urgent", 9, 4, 30.0)}
@@ -74,7 +74,7 @@ async def test_an_operator_schedule_follows_its_task_into_another_queue(
 
     await admin.create(
         pool,
-        app.db.statements,
+        app.db.store,
         {
             "name": "report-nightly",
             "task": "moved.report",
@@ -98,7 +98,7 @@ async def test_an_operator_schedule_follows_its_task_into_another_queue(
 
     await knowing(app, pool).sync([])  # a process with the new registration starts
     backdate(sql, "report-nightly")
-    fired = (await Scheduler(pool, app.db.statements, lambda name: None).run_once()).fired
+    fired = (await Scheduler(pool, app.db.store, lambda name: None).run_once()).fired
     job = app.get_job(fired[0].job_id)
     assert (job.queue, job.max_attempts) == ("reports-v2", 2)
 
@@ -117,23 +117,23 @@ async def test_a_code_schedule_is_deleted_once_no_live_worker_defines_it(
     for worker in (stopping, crashing):
         await worker.open()  # registered as a live worker
         await knowing(app, pool).sync(list(app.schedules.values()), defined_by=worker.id)
-    statements = app.db.statements
+    store = app.db.store
     with pytest.raises(ConflictError, match=f"running \\({socket.gethostname()} pid"):
-        await admin.delete(pool, statements, "from-code", actor="test")
+        await admin.delete(pool, store, "from-code", actor="test")
     await stopping.close()  # stopped cleanly
     with pytest.raises(ConflictError):  # the other one still defines it
-        await admin.delete(pool, statements, "from-code", actor="test")
+        await admin.delete(pool, store, "from-code", actor="test")
     # the other dies without a word: not seen for longer than a live worker ever is
     sql.execute(
         "UPDATE workers SET last_seen_at = now() - interval '1 day' WHERE id = %s", [crashing.id]
     )
-    await admin.delete(pool, statements, "from-code", actor="test")
+    await admin.delete(pool, store, "from-code", actor="test")
     with pytest.raises(NotFoundError):
-        await admin.get(pool, statements, "from-code")
+        await admin.get(pool, store, "from-code")
     event = sql.execute(
         "SELECT actor, metadata FROM audit_events WHERE event_type = 'schedule.deleted'"
     ).fetchall()
     assert event == [("test", {"origin": "code"})]
     with pytest.raises(NotFoundError):
-        await admin.delete(pool, statements, "from-code", actor="test")
+        await admin.delete(pool, store, "from-code", actor="test")
     await crashing.close()

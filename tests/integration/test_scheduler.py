@@ -30,7 +30,7 @@ def sched_table(sql: psycopg.Connection[Any]) -> None:
 def scheduler(app: App, pool: AsyncConnectionPool[Any]) -> Scheduler:
     return Scheduler(
         pool,
-        app.db.statements,
+        app.db.store,
         lambda name: app.tasks[name].options if name in app.tasks else None,
     )
 

@@ -218,7 +218,7 @@ async def test_per_reactor_retry_runs_only_the_failed_reactor_then_dead(
     shift(sql, 3600)
     await runtime.processor.run_once()
     assert (a.seen, b.seen) == ([sig.signal_id], [sig.signal_id])
-    detail = await signal_admin.get_signal(runtime.pool, runtime.statements, sig.signal_id)
+    detail = await signal_admin.get_signal(runtime.pool, runtime.store, sig.signal_id)
     assert detail.signal.status.value == "PROCESSING" and detail.signal.next_retry_at is not None
     assert {d.reactor_name: d.status.value for d in detail.deliveries} == {
         "a": "COMPLETED",
@@ -232,7 +232,7 @@ async def test_per_reactor_retry_runs_only_the_failed_reactor_then_dead(
     await runtime.processor.run_once()
     assert a.seen == [sig.signal_id]  # A is not run again
     assert b.seen == [sig.signal_id, sig.signal_id]  # B retried once: max_retries = 1, now DEAD
-    detail = await signal_admin.get_signal(runtime.pool, runtime.statements, sig.signal_id)
+    detail = await signal_admin.get_signal(runtime.pool, runtime.store, sig.signal_id)
     assert detail.signal.status.value == "COMPLETED"
     assert {d.reactor_name: d.status.value for d in detail.deliveries}["b"] == "DEAD"
     assert detail.signal.error_message is not None
@@ -319,7 +319,7 @@ async def test_a_signal_left_processing_is_recovered_without_rerunning_completed
         " VALUES (%s, 'a', 'COMPLETED')",
         [sig.signal_id],
     )
-    stuck = await signal_admin.stuck(runtime.pool, runtime.statements, 60, 50)
+    stuck = await signal_admin.stuck(runtime.pool, runtime.store, 60, 50)
     assert [s.id for s in stuck] == [sig.signal_id]
     await runtime.processor.run_once()
     assert (a.seen, b.seen) == ([], [sig.signal_id])
@@ -392,19 +392,19 @@ async def test_operator_retry_and_cancel(
     env: tuple[App, SignalRuntime], sql: psycopg.Connection[Any]
 ) -> None:
     app, runtime = env
-    pool, statements = runtime.pool, runtime.statements
+    pool, store = runtime.pool, runtime.store
     dead = app.signals.emit("T", aggregate_key="k")
     sql.execute("UPDATE signals SET status = 'DEAD'")
-    retried = await signal_admin.retry(pool, statements, dead.signal_id, "user:ops")
+    retried = await signal_admin.retry(pool, store, dead.signal_id, "user:ops")
     assert retried.status.value == "PENDING"
     with pytest.raises(InvalidInput, match="only a DEAD signal"):
-        await signal_admin.retry(pool, statements, dead.signal_id, "user:ops")
+        await signal_admin.retry(pool, store, dead.signal_id, "user:ops")
     sql.execute("UPDATE signals SET status = 'DEAD'")
     fresher = app.signals.emit("T", aggregate_key="k")
     with pytest.raises(SignalSupersededError) as caught:
-        await signal_admin.retry(pool, statements, dead.signal_id, "user:ops")
+        await signal_admin.retry(pool, store, dead.signal_id, "user:ops")
     assert caught.value.superseded_by == fresher.signal_id
-    cancelled = await signal_admin.cancel(pool, statements, fresher.signal_id, "user:ops")
+    cancelled = await signal_admin.cancel(pool, store, fresher.signal_id, "user:ops")
     assert cancelled.status.value == "COMPLETED"
     with pytest.raises(InvalidInput, match="only a PENDING signal"):
-        await signal_admin.cancel(pool, statements, fresher.signal_id, "user:ops")
+        await signal_admin.cancel(pool, store, fresher.signal_id, "user:ops")

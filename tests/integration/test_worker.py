@@ -170,10 +170,10 @@ async def test_claims_wait_while_outcomes_pile_up_unwritten(
     writing = asyncio.Event()
     original = Worker._complete_many
 
-    async def held_write(self: Worker, name: str, params: dict[str, Any]) -> Any:
+    async def held_write(self: Worker, outcomes: str) -> Any:
         writing.set()
         await gate.wait()
-        return await original(self, name, params)
+        return await original(self, outcomes)
 
     monkeypatch.setattr(Worker, "_complete_many", held_write)
 

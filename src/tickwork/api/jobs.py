@@ -59,7 +59,7 @@ async def list_jobs(
         finished_from=finished_from,
         finished_to=finished_to,
     )
-    return await admin.list_jobs(svc.pool, svc.statements, where, limit=limit, before_id=before_id)
+    return await admin.list_jobs(svc.pool, svc.store, where, limit=limit, before_id=before_id)
 
 
 NO_SUCH_TASK = (
@@ -86,7 +86,7 @@ async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) ->
     try:
         async with svc.pool.connection() as conn, conn.transaction():
             elsewhere = body.task not in svc.app.tasks
-            known = await admin.known_tasks(conn, svc.statements) if elsewhere else {}
+            known = await admin.known_tasks(conn, svc.store) if elsewhere else {}
             if elsewhere and body.task not in known:
                 raise UnknownTaskError(body.task, [*svc.app.tasks, *known], hint=NO_SUCH_TASK)
             job = (
@@ -98,7 +98,7 @@ async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) ->
                 response.status_code = 200
             else:
                 await audit_append(
-                    conn, svc.statements, who.actor, "job.enqueued", "job", str(job.id), {}
+                    conn, svc.store, who.actor, "job.enqueued", "job", str(job.id), {}
                 )
             committing = True
     except psycopg.Error as exc:  # (the enqueue itself translates its own, as not stored)
@@ -122,25 +122,25 @@ def _filter(body: JobFilterIn) -> JobFilter:
 @router.post("/api/jobs/bulk/retry", response_model=BulkOut, tags=["jobs"])
 async def bulk_retry(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkResult:
     """Retry every DEAD_LETTER or FAILED job the filter selects (at most 10,000)."""
-    return await admin.bulk(svc.pool, svc.statements, "retry", _filter(body), who.actor)
+    return await admin.bulk(svc.pool, svc.store, "retry", _filter(body), who.actor)
 
 
 @router.post("/api/jobs/bulk/cancel", response_model=BulkOut, tags=["jobs"])
 async def bulk_cancel(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkResult:
     """Cancel every job the filter selects that can still be cancelled (at most 10,000)."""
-    return await admin.bulk(svc.pool, svc.statements, "cancel", _filter(body), who.actor)
+    return await admin.bulk(svc.pool, svc.store, "cancel", _filter(body), who.actor)
 
 
 @router.get("/api/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"])
 async def get_job(job_id: IdPath, svc: Svc) -> dict[str, object]:
     """One job with every attempt (worker, lease, timings, error)."""
     job = await svc.app.get_job_async(job_id)
-    executions = await admin.executions(svc.pool, svc.statements, job_id)
+    executions = await admin.executions(svc.pool, svc.store, job_id)
     return JobOut.model_validate(servable(job)).model_dump() | {"executions": executions}
 
 
 async def _act(svc: Services, operation: str, job_id: int, who: Principal) -> object:
-    changed = await admin.act(svc.pool, svc.statements, operation, [job_id], who.actor)
+    changed = await admin.act(svc.pool, svc.store, operation, [job_id], who.actor)
     if job_id not in changed:
         raise JobNotFoundError(job_id)
     if changed[job_id] is None:
@@ -164,20 +164,20 @@ async def cancel(job_id: IdPath, svc: Svc, who: Caller) -> object:
 @router.get("/api/queues", response_model=list[admin.QueueStats], tags=["queues"])
 async def list_queues(svc: Svc) -> list[admin.QueueStats]:
     """Every queue: jobs by state, the oldest waiting job's age, recent throughput, pause."""
-    return await admin.queue_stats(svc.pool, svc.statements)
+    return await admin.queue_stats(svc.pool, svc.store)
 
 
 @router.post("/api/queues/{name}/pause", status_code=204, tags=["queues"])
 async def pause_queue(name: str, svc: Svc, who: Caller) -> Response:
     """Stop workers claiming from this queue (running jobs finish); survives restarts."""
-    await admin.set_queue_paused(svc.pool, svc.statements, name, True, who.actor)
+    await admin.set_queue_paused(svc.pool, svc.store, name, True, who.actor)
     return Response(status_code=204)
 
 
 @router.post("/api/queues/{name}/resume", status_code=204, tags=["queues"])
 async def resume_queue(name: str, svc: Svc, who: Caller) -> Response:
     """Let workers claim from this queue again."""
-    await admin.set_queue_paused(svc.pool, svc.statements, name, False, who.actor)
+    await admin.set_queue_paused(svc.pool, svc.store, name, False, who.actor)
     return Response(status_code=204)
 
 

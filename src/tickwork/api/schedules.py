@@ -37,7 +37,7 @@ async def _task_checker(svc: Services) -> admin.CheckTask:
     """Checks a schedule's task: one of the serving app's (its arguments checked against the
     handler), or one a worker seen in the last day defines (as that worker recorded it)."""
     async with svc.pool.connection() as conn:
-        fleet = await queue_admin.known_tasks(conn, svc.statements)
+        fleet = await queue_admin.known_tasks(conn, svc.store)
 
     def check(task: str, args: Mapping[str, Any]) -> TaskOptions:
         if task not in svc.app.tasks and task in fleet:
@@ -52,7 +52,7 @@ async def _task_checker(svc: Services) -> admin.CheckTask:
 @router.get("/api/schedules", response_model=list[ScheduleOut])
 async def list_schedules(svc: Svc) -> list[StoredSchedule]:
     """Every stored schedule (defined in code or by operators), by name."""
-    return [_shown(s) for s in await admin.list_all(svc.pool, svc.statements)]
+    return [_shown(s) for s in await admin.list_all(svc.pool, svc.store)]
 
 
 @router.post("/api/schedules", response_model=ScheduleOut, status_code=201)
@@ -60,7 +60,7 @@ async def create_schedule(body: ScheduleIn, svc: Svc, who: Caller) -> StoredSche
     """Store a schedule of a task the serving app or a worker seen in the last day defines."""
     return await admin.create(
         svc.pool,
-        svc.statements,
+        svc.store,
         body.model_dump(),
         check_task=await _task_checker(svc),
         actor=who.actor,
@@ -70,7 +70,7 @@ async def create_schedule(body: ScheduleIn, svc: Svc, who: Caller) -> StoredSche
 @router.get("/api/schedules/{name}", response_model=ScheduleOut)
 async def get_schedule(name: str, svc: Svc) -> StoredSchedule:
     """One stored schedule."""
-    return _shown(await admin.get(svc.pool, svc.statements, name))
+    return _shown(await admin.get(svc.pool, svc.store, name))
 
 
 @router.patch("/api/schedules/{name}", response_model=ScheduleOut)
@@ -78,7 +78,7 @@ async def edit_schedule(name: str, body: ScheduleEditIn, svc: Svc, who: Caller) 
     """Change an operator-stored schedule (a schedule defined in code answers 409)."""
     edited = await admin.edit(
         svc.pool,
-        svc.statements,
+        svc.store,
         name,
         body.model_dump(exclude_unset=True),
         check_task=await _task_checker(svc),
@@ -91,12 +91,12 @@ async def edit_schedule(name: str, body: ScheduleEditIn, svc: Svc, who: Caller) 
 async def delete_schedule(name: str, svc: Svc, who: Caller) -> Response:
     """Delete a schedule; its jobs stay as history. One defined in code answers 409 while a
     live worker defines it, and is deleted once none does (its code is gone)."""
-    await admin.delete(svc.pool, svc.statements, name, actor=who.actor)
+    await admin.delete(svc.pool, svc.store, name, actor=who.actor)
     return Response(status_code=204)
 
 
 async def _set_paused(svc: Services, name: str, paused: bool, who: Principal) -> Any:
-    await admin.get(svc.pool, svc.statements, name)  # 404 for an unknown name
+    await admin.get(svc.pool, svc.store, name)  # 404 for an unknown name
     paused_or_not = await asyncio.to_thread(
         svc.app.pause_schedule, name, paused=paused, actor=who.actor
     )
@@ -118,5 +118,5 @@ async def resume_schedule(name: str, svc: Svc, who: Caller) -> Any:
 @router.post("/api/schedules/{name}/trigger", response_model=JobOut, status_code=201)
 async def trigger_schedule(name: str, svc: Svc, who: Caller) -> Any:
     """Enqueue one job of the schedule now, outside its cron."""
-    await admin.get(svc.pool, svc.statements, name)
+    await admin.get(svc.pool, svc.store, name)
     return servable(await asyncio.to_thread(svc.app.trigger_schedule, name, actor=who.actor))

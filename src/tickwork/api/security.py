@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
     from tickwork.app import App
     from tickwork.auth import AuthService
-    from tickwork.db.statements import Statements
     from tickwork.db.store import Store
     from tickwork.signals.runtime import SignalRuntime
 
@@ -118,10 +117,6 @@ class Services:
     pool: AsyncConnectionPool[Any]
     signals: SignalRuntime | None = None
     """This process's signal runtime (None when it does not run the signals role)."""
-
-    @property
-    def statements(self) -> Statements:
-        return self.app.db.statements
 
     @property
     def store(self) -> Store:

@@ -193,7 +193,7 @@ async def list_signals(
 ) -> Any:
     """Signals, newest first; unknown filter values are refused (400)."""
     if signal_type is not None:
-        await admin.check_signal_type(svc.pool, svc.statements, svc.app.reactors, signal_type)
+        await admin.check_signal_type(svc.pool, svc.store, svc.app.reactors, signal_type)
     where = admin.SignalFilter.parse(
         status=status,
         signal_type=signal_type,
@@ -202,15 +202,13 @@ async def list_signals(
         created_from=created_from,
         created_to=created_to,
     )
-    return await admin.list_signals(
-        svc.pool, svc.statements, where, limit=limit, before_id=before_id
-    )
+    return await admin.list_signals(svc.pool, svc.store, where, limit=limit, before_id=before_id)
 
 
 @router.get("/stats", response_model=list[StatsOut])
 async def stats(svc: Svc) -> Any:
     """Counts by status and type, with the oldest signal of each."""
-    return await admin.stats(svc.pool, svc.statements)
+    return await admin.stats(svc.pool, svc.store)
 
 
 @router.get("/stuck", response_model=list[SignalOut])
@@ -224,7 +222,7 @@ async def stuck(
     """Signals PROCESSING beyond the threshold: a hung reactor or a processor that died."""
     default = svc.app.settings.signals.processor.stuck_after
     threshold = older_than if older_than is not None else default
-    return await admin.stuck(svc.pool, svc.statements, threshold, limit)
+    return await admin.stuck(svc.pool, svc.store, threshold, limit)
 
 
 @router.get("/reactors", response_model=list[ReactorOut])
@@ -233,7 +231,7 @@ async def reactors(svc: Svc) -> list[ReactorOut]:
     runtime and effective enabled flag, dry-run flag and organisation set."""
     runtime = _runtime(svc)
     views = await admin.reactors_view(
-        svc.pool, svc.statements, svc.app.reactors, runtime.control, runtime.sweeps
+        svc.pool, svc.store, svc.app.reactors, runtime.control, runtime.sweeps
     )
     return [
         ReactorOut(
@@ -307,7 +305,7 @@ async def set_sweeps(body: SwitchIn, svc: Svc) -> Response:
 async def status(svc: Svc) -> StatusOut:
     """The whole framework: switches, the leases this process holds, counts by status."""
     counts: dict[str, int] = {}
-    for row in await admin.stats(svc.pool, svc.statements):
+    for row in await admin.stats(svc.pool, svc.store):
         counts[row.status.value] = counts.get(row.status.value, 0) + row.count
     runtime = svc.signals
     settings = svc.app.settings.signals
@@ -348,17 +346,17 @@ async def leaders(svc: Svc) -> list[LeaderOut]:
 @router.get("/{signal_id}", response_model=SignalDetailOut)
 async def get_signal(signal_id: IdPath, svc: Svc) -> Any:
     """One signal with its per-reactor delivery (which reactor failed, and why)."""
-    return await admin.get_signal(svc.pool, svc.statements, signal_id)
+    return await admin.get_signal(svc.pool, svc.store, signal_id)
 
 
 @router.post("/{signal_id}/retry", response_model=SignalOut, responses=SUPERSEDED)
 async def retry(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     """Reset a DEAD signal to PENDING. 409 when a fresher PENDING signal holds the same type
     and key: ``supersededByPendingId`` names it, the work is queued, the DEAD row stays."""
-    return await admin.retry(svc.pool, svc.statements, signal_id, who.actor)
+    return await admin.retry(svc.pool, svc.store, signal_id, who.actor)
 
 
 @router.post("/{signal_id}/cancel", response_model=SignalOut)
 async def cancel(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     """Mark a PENDING signal COMPLETED without processing it."""
-    return await admin.cancel(svc.pool, svc.statements, signal_id, who.actor)
+    return await admin.cancel(svc.pool, svc.store, signal_id, who.actor)

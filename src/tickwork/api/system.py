@@ -23,7 +23,6 @@ from tickwork.api.schemas import (
 from tickwork.api.security import Services, caller, services
 from tickwork.audit import AuditFilter, list_events
 from tickwork.auth import Principal
-from tickwork.db.database import fetch_async
 from tickwork.errors import DatabaseUnavailable
 from tickwork.metrics import render
 from tickwork.queue import admin
@@ -43,7 +42,7 @@ Caller = Annotated[Principal, Depends(caller)]
 @router.get("/api/workers", response_model=list[admin.WorkerInfo], tags=["cluster"])
 async def list_workers(svc: Svc) -> list[admin.WorkerInfo]:
     """Live worker processes: queues, concurrency, attempts in flight, last heartbeat."""
-    return await admin.list_workers(svc.pool, svc.statements)
+    return await admin.list_workers(svc.pool, svc.store)
 
 
 @router.get("/api/leaders", response_model=list[LeaderOut], tags=["cluster"])
@@ -67,41 +66,41 @@ async def list_audit(
 ) -> admin.Page:
     """The audit trail, newest first (OPERATOR and ADMIN only)."""
     where = AuditFilter(actor, event_type, target_type, target_id, occurred_from, occurred_to)
-    return await list_events(svc.pool, svc.statements, where, limit=limit, before_id=before_id)
+    return await list_events(svc.pool, svc.store, where, limit=limit, before_id=before_id)
 
 
 @router.get("/api/settings", response_model=list[SettingOut], tags=["settings"])
 async def list_settings(svc: Svc) -> list[appconfig.SettingView]:
     """Every setting operators may change, with its effective value and default."""
-    return await appconfig.list_settings(svc.pool, svc.statements, svc.app.settings)
+    return await appconfig.list_settings(svc.pool, svc.store, svc.app.settings)
 
 
 @router.put("/api/settings/{key}", response_model=SettingOut, tags=["settings"])
 async def put_setting(key: str, body: SettingIn, svc: Svc, who: Caller) -> appconfig.SettingView:
     """Change a setting (takes effect at the next pass of what reads it)."""
     return await appconfig.put_setting(
-        svc.pool, svc.statements, svc.app.settings, key, body.value, who.actor
+        svc.pool, svc.store, svc.app.settings, key, body.value, who.actor
     )
 
 
 @router.get("/api/variables", response_model=list[VariableOut], tags=["settings"])
 async def list_variables(svc: Svc) -> list[appconfig.Variable]:
     """Global variables; a secret one's value is never returned."""
-    return await appconfig.list_variables(svc.pool, svc.statements)
+    return await appconfig.list_variables(svc.pool, svc.store)
 
 
 @router.put("/api/variables/{name}", response_model=VariableOut, tags=["settings"])
 async def put_variable(name: str, body: VariableIn, svc: Svc, who: Caller) -> appconfig.Variable:
     """Create or replace a variable."""
     return await appconfig.put_variable(
-        svc.pool, svc.statements, name, body.value, secret=body.secret, actor=who.actor
+        svc.pool, svc.store, name, body.value, secret=body.secret, actor=who.actor
     )
 
 
 @router.delete("/api/variables/{name}", status_code=204, tags=["settings"])
 async def delete_variable(name: str, svc: Svc, who: Caller) -> Response:
     """Delete a variable."""
-    await appconfig.delete_variable(svc.pool, svc.statements, name, actor=who.actor)
+    await appconfig.delete_variable(svc.pool, svc.store, name, actor=who.actor)
     return Response(status_code=204)
 
 
@@ -119,7 +118,7 @@ async def readyz(svc: Svc) -> dict[str, Any]:
 
     async def look() -> list[dict[str, Any]]:
         async with svc.pool.connection(timeout=READY_WAIT) as conn:
-            return await fetch_async(conn, svc.statements["migration_applied"], {})
+            return await svc.store.migration_applied(conn)
 
     # not wait_for: cancelling a query on a dead network waits for its cancel request
     probe = asyncio.ensure_future(look())
@@ -145,5 +144,5 @@ def _consume(task: asyncio.Future[Any]) -> None:
 async def metrics(svc: Svc) -> Response:
     """Prometheus exposition: jobs by state and queue, per-task counters, durations, pickup
     latency, lease holders."""
-    body, content_type = await render(svc.pool, svc.statements)
+    body, content_type = await render(svc.pool, svc.store)
     return Response(body, media_type=content_type)

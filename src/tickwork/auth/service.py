@@ -55,8 +55,7 @@ from tickwork.auth.tokens import (
 )
 from tickwork.auth.turns import Turns
 from tickwork.config import AuthSettings
-from tickwork.db.database import fetch_async
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.errors import (
     AuthError,
     ConflictError,
@@ -117,11 +116,11 @@ class AuthService:
     def __init__(
         self,
         pool: AsyncConnectionPool[Any],
-        statements: Statements,
+        store: Store,
         settings: AuthSettings,
     ) -> None:
         self.pool = pool
-        self.statements = statements
+        self.store = store
         self.settings = settings
         self._key: str | None = None
         self._turns = Turns()  # password attempts on one account or address, one at a time
@@ -131,9 +130,6 @@ class AuthService:
         """Set while :meth:`watch_sessions` listens for other processes' revocations."""
 
     # -- plumbing ---------------------------------------------------------------------------
-
-    async def _q(self, conn: Connection, statement: str, /, **params: Any) -> list[Row]:
-        return await fetch_async(conn, self.statements[statement], params)
 
     async def _audit(
         self,
@@ -145,14 +141,14 @@ class AuthService:
         **metadata: Any,
     ) -> None:
         await audit_append(
-            conn, self.statements, actor, event_type, target_type, str(target_id), metadata
+            conn, self.store, actor, event_type, target_type, str(target_id), metadata
         )
 
     async def _user_row(self, conn: Connection, user_id: int) -> Row:
-        found = await self._q(conn, "user_get", user_id=user_id)
-        if not found:
+        found = await self.store.user_get(conn, user_id=user_id)
+        if found is None:
             raise NotFoundError("user", user_id)
-        return found[0]
+        return found
 
     def _require_started(self) -> None:
         if self._key is None:
@@ -187,11 +183,13 @@ class AuthService:
             self._key = configured.get_secret_value()
             return
         async with self.pool.connection() as conn:
-            await self._q(
-                conn, "secret_put_if_absent", name=SIGNING_KEY_NAME, value=new_signing_key()
+            await self.store.secret_put_if_absent(
+                conn, name=SIGNING_KEY_NAME, value=new_signing_key()
             )
-            [row] = await self._q(conn, "secret_get", name=SIGNING_KEY_NAME)
-        self._key = row["value"]
+            key = await self.store.secret_get(conn, name=SIGNING_KEY_NAME)
+        if key is None:  # only if it was deleted between the two statements
+            raise RuntimeError(f"the secret {SIGNING_KEY_NAME!r} vanished as it was stored")
+        self._key = key
 
     async def bootstrap_admin(self, email: str | None, password: str | None) -> Bootstrap:
         """Create the first administrator when no user exists (idempotent; of concurrent
@@ -203,12 +201,12 @@ class AuthService:
             generated = password = secrets.token_urlsafe(GENERATED_PASSWORD_BYTES)
         check_password_policy(password)
         async with self.pool.connection() as conn:
-            if (await self._q(conn, "user_any"))[0]["any"]:
+            if await self.store.user_any(conn):
                 return Bootstrap(created=False, email=email, generated_password=None)
         password_hash = await asyncio.to_thread(hash_password, password)
         async with self.pool.connection() as conn, conn.transaction():
-            await self._q(conn, "auth_lock", name="bootstrap")
-            if (await self._q(conn, "user_any"))[0]["any"]:  # another process was first
+            await self.store.auth_lock(conn, name="bootstrap")
+            if await self.store.user_any(conn):  # another process was first
                 return Bootstrap(created=False, email=email, generated_password=None)
             user = await self._insert_user(
                 conn, email, "", Role.ADMIN, password_hash, SYSTEM_ACTOR, bootstrap=True
@@ -245,17 +243,12 @@ class AuthService:
         actor: str,
         **metadata: Any,
     ) -> User:
-        rows = await self._q(
-            conn,
-            "user_insert",
-            email=email,
-            name=name,
-            role=role.name,
-            password_hash=password_hash,
+        row = await self.store.user_insert(
+            conn, email=email, name=name, role=role.name, password_hash=password_hash
         )
-        if not rows:
+        if row is None:
             raise ConflictError(f"a user with email {email!r} already exists")
-        user = User.from_row(rows[0])
+        user = User.from_row(row)
         await self._audit(
             conn, actor, "user.created", "user", user.id, email=email, role=role.name, **metadata
         )
@@ -269,19 +262,19 @@ class AuthService:
     async def list_users(self) -> list[User]:
         """Every user, oldest first."""
         async with self.pool.connection() as conn:
-            return [User.from_row(r) for r in await self._q(conn, "user_list")]
+            return [User.from_row(r) for r in await self.store.user_list(conn)]
 
     async def set_role(self, user_id: int, role: Role | str, actor: str) -> User:
         """Change a user's role and end their sessions; refused (:class:`ConflictError`)
         when it would leave no enabled administrator."""
         the_role = Role.parse(role)
         async with self.pool.connection() as conn, conn.transaction():
-            await self._q(conn, "auth_lock", name="admins")
+            await self.store.auth_lock(conn, name="admins")
             before = User.from_row(await self._user_row(conn, user_id))
             if before.role is the_role:
                 return before
-            rows = await self._q(conn, "user_set_role", user_id=user_id, role=the_role.name)
-            if not rows:
+            row = await self.store.user_set_role(conn, user_id=user_id, role=the_role.name)
+            if row is None:
                 raise ConflictError(f"user {user_id} is the last enabled ADMIN; keep their role")
             await self._end_sessions(conn, user_id, "role_changed")
             await self._audit(
@@ -295,26 +288,26 @@ class AuthService:
                 new_role=the_role.name,
             )
         self._sessions.forget(user_id)
-        return User.from_row(rows[0])
+        return User.from_row(row)
 
     async def disable(self, user_id: int, actor: str, disabled: bool = True) -> User:
         """Disable a user (ending their sessions; their API tokens stop working) or, with
         ``disabled=False``, enable them again. The last enabled administrator cannot be
         disabled (:class:`ConflictError`)."""
         async with self.pool.connection() as conn, conn.transaction():
-            await self._q(conn, "auth_lock", name="admins")
+            await self.store.auth_lock(conn, name="admins")
             before = User.from_row(await self._user_row(conn, user_id))
             if before.disabled is disabled:
                 return before
-            rows = await self._q(conn, "user_set_disabled", user_id=user_id, disabled=disabled)
-            if not rows:
+            row = await self.store.user_set_disabled(conn, user_id=user_id, disabled=disabled)
+            if row is None:
                 raise ConflictError(f"user {user_id} is the last enabled ADMIN; cannot disable")
             if disabled:
                 await self._end_sessions(conn, user_id, "disabled")
             event = "user.disabled" if disabled else "user.enabled"
             await self._audit(conn, actor, event, "user", user_id, email=before.email)
         self._sessions.forget(user_id)
-        return User.from_row(rows[0])
+        return User.from_row(row)
 
     async def change_password(
         self, user_id: int, old: str, new: str, *, address: str = LOCAL_ADDRESS
@@ -342,18 +335,14 @@ class AuthService:
         """Store ``new_hash`` over the hash ``row`` was read with (a change made meanwhile
         is a conflict), end every session of the user and audit it; the user's new row."""
         user_id = row["id"]
-        changed = await self._q(
-            conn,
-            "user_set_password_hash",
-            user_id=user_id,
-            new_hash=new_hash,
-            old_hash=row["password_hash"],
+        changed = await self.store.user_set_password_hash(
+            conn, user_id=user_id, new_hash=new_hash, old_hash=row["password_hash"]
         )
-        if not changed:
+        if changed is None:
             raise ConflictError(f"the password of user {user_id} changed meanwhile; retry")
         await self._end_sessions(conn, user_id, "password_changed")
         await self._audit(conn, actor, "user.password_changed", "user", user_id, **detail)
-        return changed[0]
+        return changed
 
     async def set_password(self, user_id: int, new: str, actor: str) -> User:
         """Set a password without the current one: an operator's reset (the command line's
@@ -384,10 +373,9 @@ class AuthService:
             # per statement (whatever the server's default isolation)
             await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
             async with conn.transaction():
-                await self._q(conn, "login_attempt_lock", email=email, address=address)
-                [wait] = await self._q(
+                await self.store.login_attempt_lock(conn, email=email, address=address)
+                wait = await self.store.login_attempt_reserve(
                     conn,
-                    "login_attempt_reserve",
                     email=email,
                     address=address,
                     window=settings.login_window,
@@ -406,9 +394,11 @@ class AuthService:
     async def _settle_attempt(self, reserved: int, *, failed: bool) -> None:
         """The password check of a reserved attempt ended: a failure that counts, or
         forgiven."""
-        statement = "login_attempt_fail" if failed else "login_attempt_forgive"
         async with self.pool.connection() as conn:
-            await self._q(conn, statement, reserved_id=reserved)
+            if failed:
+                await self.store.login_attempt_fail(conn, reserved_id=reserved)
+            else:
+                await self.store.login_attempt_forgive(conn, reserved_id=reserved)
 
     async def login(self, email: str, password: str, address: str) -> TokenPair:
         """Check a password and start a session. Throttled per account and per client
@@ -449,8 +439,7 @@ class AuthService:
         self, email: str, password: str, address: str, reserved: int, proved: list[bool]
     ) -> TokenPair:
         async with self.pool.connection() as conn:
-            found = await self._q(conn, "user_get_by_email", email=email)
-        row = found[0] if found else None
+            row = await self.store.user_get_by_email(conn, email=email)
         matches = await asyncio.to_thread(
             _password_matches, row["password_hash"] if row else None, password
         )
@@ -476,17 +465,16 @@ class AuthService:
             new_hash = await asyncio.to_thread(hash_password, password)
         refresh_token = new_token(REFRESH_PREFIX)
         async with self.pool.connection() as conn, conn.transaction():
-            updated = await self._q(
-                conn, "user_login_succeeded", user_id=row["id"], new_hash=new_hash
+            updated = await self.store.user_login_succeeded(
+                conn, user_id=row["id"], new_hash=new_hash
             )
-            if not updated:  # disabled meanwhile
+            if updated is None:  # disabled meanwhile
                 raise AuthError(LOGIN_FAILED)
-            await self._q(conn, "login_attempt_forgive", reserved_id=reserved)
-            user = User.from_row(updated[0])
+            await self.store.login_attempt_forgive(conn, reserved_id=reserved)
+            user = User.from_row(updated)
             session = uuid.uuid4()
-            await self._q(
+            await self.store.refresh_token_insert(
                 conn,
-                "refresh_token_insert",
                 user_id=user.id,
                 family=session,
                 token_hash=token_hash(refresh_token),
@@ -512,35 +500,33 @@ class AuthService:
         presented = token_hash(refresh_token)
         successor = new_token(REFRESH_PREFIX)
         async with self.pool.connection() as conn:
-            rotated = await self._q(
+            rotated = await self.store.refresh_token_rotate(
                 conn,
-                "refresh_token_rotate",
                 token_hash=presented,
                 new_hash=token_hash(successor),
                 ttl=self.settings.refresh_token_ttl,
             )
-            if rotated:
-                return self._pair(User.from_row(rotated[0]), successor, rotated[0]["session"])
+            if rotated is not None:
+                return self._pair(User.from_row(rotated), successor, rotated["session"])
             async with conn.transaction():
-                reused = await self._q(conn, "refresh_family_revoke_reused", token_hash=presented)
-                if reused:
-                    found = reused[0]
-                    await self._q(conn, "session_changed_notify", user_id=found["user_id"])
+                reused = await self.store.refresh_family_revoke_reused(conn, token_hash=presented)
+                if reused is not None:
+                    await self.store.session_changed_notify(conn, user_id=reused["user_id"])
                     await self._audit(
                         conn,
                         SYSTEM_ACTOR,
                         "auth.refresh_reuse",
                         "user",
-                        found["user_id"],
-                        email=found["email"],
-                        family=str(found["family"]),
-                        revoked=found["revoked"],
+                        reused["user_id"],
+                        email=reused["email"],
+                        family=str(reused["family"]),
+                        revoked=reused["revoked"],
                     )
-        if reused:
-            self._sessions.forget(reused[0]["user_id"])
+        if reused is not None:
+            self._sessions.forget(reused["user_id"])
             log.warning(
                 "refresh token reused; its session family is revoked",
-                extra={"user_id": reused[0]["user_id"], "family": str(reused[0]["family"])},
+                extra={"user_id": reused["user_id"], "family": str(reused["family"])},
             )
             raise AuthError("refresh token was already used; the session is revoked")
         raise AuthError("refresh token is invalid, expired or revoked")
@@ -550,11 +536,11 @@ class AuthService:
         if not isinstance(refresh_token, str) or not refresh_token:
             return
         async with self.pool.connection() as conn, conn.transaction():
-            revoked = await self._q(
-                conn, "refresh_family_revoke", token_hash=token_hash(refresh_token), reason="logout"
+            revoked = await self.store.refresh_family_revoke(
+                conn, token_hash=token_hash(refresh_token), reason="logout"
             )
             if revoked:
-                await self._q(conn, "session_changed_notify", user_id=revoked[0]["user_id"])
+                await self.store.session_changed_notify(conn, user_id=revoked[0]["user_id"])
                 await self._audit(
                     conn,
                     f"user:{revoked[0]['email']}",
@@ -598,10 +584,9 @@ class AuthService:
                 raise AuthError(f"access token refused: {refusal}")
             return self._principal(claims)
         async with self.pool.connection() as conn:
-            found = await self._q(conn, "api_token_authenticate", token_hash=token_hash(token))
-        if not found:
+            row = await self.store.api_token_authenticate(conn, token_hash=token_hash(token))
+        if row is None:
             raise AuthError("API token is invalid, revoked or expired")
-        row = found[0]
         role = min(Role[row["role"]], Role[row["owner_role"]])  # never above the owner today
         return Principal(row["user_id"], row["email"], role, "api_token", row["id"])
 
@@ -612,16 +597,16 @@ class AuthService:
         if found:
             return refusal
         async with self.pool.connection() as conn:
-            rows = await self._q(
-                conn, "session_check", user_id=claims.user_id, family=claims.session
+            row = await self.store.session_check(
+                conn, user_id=claims.user_id, family=claims.session
             )
-        if not rows:
+        if row is None:
             refusal = "the user no longer exists"
-        elif rows[0]["disabled"]:
+        elif row["disabled"]:
             refusal = "the user is disabled"
-        elif rows[0]["role"] != claims.role.name:
+        elif row["role"] != claims.role.name:
             refusal = "the user's role changed; log in again"
-        elif not rows[0]["live"]:
+        elif not row["live"]:
             refusal = "the session has ended (logout, password or role change); log in again"
         self._sessions.put(claims.user_id, claims.session, claims.role, refusal)
         return refusal
@@ -629,14 +614,14 @@ class AuthService:
     async def _end_sessions(self, conn: Connection, user_id: int, reason: str) -> None:
         """Revoke every session of the user, in the caller's transaction, and tell the other
         processes when it commits (the caller forgets this process's cache after it)."""
-        await self._q(conn, "refresh_tokens_revoke_for_user", user_id=user_id, reason=reason)
-        await self._q(conn, "session_changed_notify", user_id=user_id)
+        await self.store.refresh_tokens_revoke_for_user(conn, user_id=user_id, reason=reason)
+        await self.store.session_changed_notify(conn, user_id=user_id)
 
     async def watch_sessions(self, stop: asyncio.Event) -> None:
         """Until ``stop``: forget cached session checks of users whose sessions another
         process revoked (LISTEN). While the connection is down, everything cached is
         forgotten and cached answers expire within a second anyway."""
-        channel = self.statements.channel("sessions")
+        channel = self.store.channel("sessions")
         while not stop.is_set():
             try:
                 conninfo, kwargs = self.pool.conninfo, self.pool.kwargs
@@ -676,11 +661,10 @@ class AuthService:
         the_role = Role.parse(role)
         token = new_token(INVITE_PREFIX)
         async with self.pool.connection() as conn, conn.transaction():
-            if await self._q(conn, "user_get_by_email", email=email):
+            if await self.store.user_get_by_email(conn, email=email) is not None:
                 raise ConflictError(f"a user with email {email!r} already exists")
-            [row] = await self._q(
+            row = await self.store.invite_insert(
                 conn,
-                "invite_insert",
                 email=email,
                 role=the_role.name,
                 token_hash=token_hash(token),
@@ -696,23 +680,23 @@ class AuthService:
     async def list_invites(self) -> list[Invite]:
         """Every invite, newest first."""
         async with self.pool.connection() as conn:
-            return [Invite.from_row(r) for r in await self._q(conn, "invite_list")]
+            return [Invite.from_row(r) for r in await self.store.invite_list(conn)]
 
     async def revoke_invite(self, invite_id: int, actor: str) -> Invite:
         """Withdraw an invite (idempotent). :class:`NotFoundError` for an unknown one,
         :class:`ConflictError` for one already accepted."""
         async with self.pool.connection() as conn, conn.transaction():
-            revoked = await self._q(conn, "invite_revoke", invite_id=invite_id)
-            if revoked:
-                invite = Invite.from_row(revoked[0])
+            revoked = await self.store.invite_revoke(conn, invite_id=invite_id)
+            if revoked is not None:
+                invite = Invite.from_row(revoked)
                 await self._audit(
                     conn, actor, "invite.revoked", "invite", invite_id, email=invite.email
                 )
                 return invite
-            found = await self._q(conn, "invite_get", invite_id=invite_id)
-        if not found:
+            found = await self.store.invite_get(conn, invite_id=invite_id)
+        if found is None:
             raise NotFoundError("invite", invite_id)
-        invite = Invite.from_row(found[0])
+        invite = Invite.from_row(found)
         if invite.accepted_at is not None:
             raise ConflictError(f"invite {invite_id} was already accepted")
         return invite
@@ -724,16 +708,16 @@ class AuthService:
         if not isinstance(token, str) or not token:
             raise AuthError("invite token missing")
         async with self.pool.connection() as conn, conn.transaction():
-            accepted = await self._q(conn, "invite_accept", token_hash=token_hash(token))
-            if not accepted:
+            accepted = await self.store.invite_accept(conn, token_hash=token_hash(token))
+            if accepted is None:
                 raise AuthError("invite is invalid, already used, revoked or expired")
-            invite = Invite.from_row(accepted[0])
+            invite = Invite.from_row(accepted)
             password_hash = await asyncio.to_thread(hash_password, password)
             actor = f"user:{invite.email}"
             user = await self._insert_user(
                 conn, invite.email, name, invite.role, password_hash, actor, invite_id=invite.id
             )
-            await self._q(conn, "invite_set_user", invite_id=invite.id, user_id=user.id)
+            await self.store.invite_set_user(conn, invite_id=invite.id, user_id=user.id)
             await self._audit(conn, actor, "invite.accepted", "invite", invite.id, user_id=user.id)
         return user
 
@@ -761,9 +745,8 @@ class AuthService:
             owner = User.from_row(await self._user_row(conn, user_id))
             if the_role > owner.role:
                 raise PermissionDenied(the_role.name, owner.role.name)
-            [row] = await self._q(
+            row = await self.store.api_token_insert(
                 conn,
-                "api_token_insert",
                 user_id=user_id,
                 name=name,
                 role=the_role.name,
@@ -788,7 +771,7 @@ class AuthService:
         async with self.pool.connection() as conn:
             await self._user_row(conn, user_id)
             return [
-                ApiToken.from_row(r) for r in await self._q(conn, "api_token_list", user_id=user_id)
+                ApiToken.from_row(r) for r in await self.store.api_token_list(conn, user_id=user_id)
             ]
 
     async def revoke_api_token(self, user_id: int, token_id: int) -> ApiToken:
@@ -796,8 +779,8 @@ class AuthService:
         the user has no token with that id."""
         async with self.pool.connection() as conn, conn.transaction():
             owner = User.from_row(await self._user_row(conn, user_id))
-            revoked = await self._q(conn, "api_token_revoke", user_id=user_id, token_id=token_id)
-            if revoked:
+            revoked = await self.store.api_token_revoke(conn, user_id=user_id, token_id=token_id)
+            if revoked is not None:
                 await self._audit(
                     conn,
                     f"user:{owner.email}",
@@ -806,8 +789,8 @@ class AuthService:
                     token_id,
                     user_id=user_id,
                 )
-                return ApiToken.from_row(revoked[0])
-            found = await self._q(conn, "api_token_get", user_id=user_id, token_id=token_id)
-        if not found:
+                return ApiToken.from_row(revoked)
+            found = await self.store.api_token_get(conn, user_id=user_id, token_id=token_id)
+        if found is None:
             raise NotFoundError("api_token", token_id)
-        return ApiToken.from_row(found[0])
+        return ApiToken.from_row(found)

@@ -78,7 +78,7 @@ def jobs_list(
     page = run_with_pool(
         app,
         lambda the_app, pool: admin.list_jobs(
-            pool, the_app.db.statements, where, limit=limit, before_id=before_id
+            pool, the_app.db.store, where, limit=limit, before_id=before_id
         ),
     )
     if as_json:
@@ -258,7 +258,7 @@ def jobs_enqueue(
     async def enqueue(the_app: App, pool: AsyncConnectionPool[Any]) -> Job:
         async with pool.connection() as conn, conn.transaction():
             # a task this command's app lacks takes what its workers recorded it gives jobs
-            known = await admin.known_tasks(conn, the_app.db.statements)
+            known = await admin.known_tasks(conn, the_app.db.store)
             if not any_task and task not in the_app.tasks and task not in known:
                 raise UnknownTaskError(
                     task,
@@ -273,7 +273,7 @@ def jobs_enqueue(
             )[0]
             if not job.duplicate:  # as the API records it
                 await audit_append(
-                    conn, the_app.db.statements, actor, "job.enqueued", "job", str(job.id), {}
+                    conn, the_app.db.store, actor, "job.enqueued", "job", str(job.id), {}
                 )
         return job
 

@@ -33,7 +33,7 @@ def queues_list(as_json: JsonOption = False, app: AppOption = None) -> None:
     """Every queue: jobs by state, the oldest waiting job's age, recent throughput, pause."""
     from pydantic import TypeAdapter
 
-    stats = run_with_pool(app, lambda the_app, pool: admin.queue_stats(pool, the_app.db.statements))
+    stats = run_with_pool(app, lambda the_app, pool: admin.queue_stats(pool, the_app.db.store))
     if as_json:
         print_json(TypeAdapter(list[admin.QueueStats]).dump_python(stats, mode="json"))
         return
@@ -76,9 +76,7 @@ def _set_paused(app: str | None, name: str, paused: bool) -> None:
     actor = cli_actor()
     run_with_pool(
         app,
-        lambda the_app, pool: admin.set_queue_paused(
-            pool, the_app.db.statements, name, paused, actor
-        ),
+        lambda the_app, pool: admin.set_queue_paused(pool, the_app.db.store, name, paused, actor),
     )
 
 

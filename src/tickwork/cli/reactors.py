@@ -120,7 +120,7 @@ async def _reactor_views(the_app: App, pool: AsyncConnectionPool[Any]) -> list[a
     # configuration's, and its sweep scheduler resolves each effective sweep cron.
     runtime = SignalRuntime(the_app, pool)
     return await admin.reactors_view(
-        pool, the_app.db.statements, the_app.reactors, runtime.control, runtime.sweeps
+        pool, the_app.db.store, the_app.reactors, runtime.control, runtime.sweeps
     )
 
 

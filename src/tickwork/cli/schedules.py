@@ -111,6 +111,6 @@ def schedules_delete(name: str, app: AppOption = None) -> None:
 
     actor = cli_actor()
     run_with_pool(
-        app, lambda the_app, pool: admin.delete(pool, the_app.db.statements, name, actor=actor)
+        app, lambda the_app, pool: admin.delete(pool, the_app.db.store, name, actor=actor)
     )
     typer.echo(f"deleted {name}")

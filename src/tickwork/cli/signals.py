@@ -77,16 +77,16 @@ def signals_list(
     from tickwork.api.signals import SignalPage
 
     async def page(the_app: App, pool: AsyncConnectionPool[Any]) -> Page:
-        statements = the_app.db.statements
+        store = the_app.db.store
         if signal_type is not None:
-            await admin.check_signal_type(pool, statements, the_app.reactors, signal_type)
+            await admin.check_signal_type(pool, store, the_app.reactors, signal_type)
         where = admin.SignalFilter.parse(
             status=status,
             signal_type=signal_type,
             aggregate_key=key,
             organisation_id=organisation,
         )
-        return await admin.list_signals(pool, statements, where, limit=limit, before_id=before_id)
+        return await admin.list_signals(pool, store, where, limit=limit, before_id=before_id)
 
     found = run_with_pool(app, page)
     if as_json:
@@ -133,7 +133,7 @@ def signals_show(signal_id: SignalId, as_json: JsonOption = False, app: AppOptio
     from tickwork.api.signals import SignalDetailOut
 
     detail = run_with_pool(
-        app, lambda the_app, pool: admin.get_signal(pool, the_app.db.statements, signal_id)
+        app, lambda the_app, pool: admin.get_signal(pool, the_app.db.store, signal_id)
     )
     if as_json:
         print_json(SignalDetailOut.model_validate(detail).model_dump(mode="json"))
@@ -179,7 +179,7 @@ def signals_stats(as_json: JsonOption = False, app: AppOption = None) -> None:
     """Counts by status and type, with the oldest signal of each."""
     from tickwork.api.signals import StatsOut
 
-    rows = run_with_pool(app, lambda the_app, pool: admin.stats(pool, the_app.db.statements))
+    rows = run_with_pool(app, lambda the_app, pool: admin.stats(pool, the_app.db.store))
     if as_json:
         print_json([StatsOut.model_validate(r).model_dump(mode="json") for r in rows])
         return
@@ -201,7 +201,7 @@ def signals_retry(signal_id: SignalId, app: AppOption = None) -> None:
     """
     actor = cli_actor()
     signal = run_with_pool(
-        app, lambda the_app, pool: admin.retry(pool, the_app.db.statements, signal_id, actor)
+        app, lambda the_app, pool: admin.retry(pool, the_app.db.store, signal_id, actor)
     )
     typer.echo(f"signal {signal.id} is {signal.status.value}")
 
@@ -211,6 +211,6 @@ def signals_cancel(signal_id: SignalId, app: AppOption = None) -> None:
     """Mark a PENDING signal COMPLETED without processing it."""
     actor = cli_actor()
     signal = run_with_pool(
-        app, lambda the_app, pool: admin.cancel(pool, the_app.db.statements, signal_id, actor)
+        app, lambda the_app, pool: admin.cancel(pool, the_app.db.store, signal_id, actor)
     )
     typer.echo(f"signal {signal.id} is {signal.status.value} (cancelled, not processed)")

@@ -49,7 +49,7 @@ def _run_auth(app: str | None, work: Callable[[AuthService], Awaitable[T]]) -> T
     """:func:`~tickwork.cli.common.run_with_pool` with a started :class:`AuthService`."""
 
     async def with_auth(the_app: App, pool: AsyncConnectionPool[Any]) -> T:
-        auth = AuthService(pool, the_app.db.statements, the_app.settings.auth)
+        auth = AuthService(pool, the_app.db.store, the_app.settings.auth)
         await auth.start()
         return await work(auth)
 

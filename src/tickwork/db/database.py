@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.rows import dict_row, tuple_row
+from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from tickwork.config import Settings
@@ -75,24 +75,6 @@ def fetch(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> li
     with conn.cursor(row_factory=dict_row) as cur:
         cur.execute(sql, params)
         return list(cur.fetchall()) if cur.description is not None else []
-
-
-async def fetch_async(
-    conn: psycopg.AsyncConnection[Any], sql: str, params: dict[str, Any]
-) -> list[Row]:
-    """Run one named statement on an async connection; rows as dicts (none for DDL/DML)."""
-    async with conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute(sql, params)
-        return list(await cur.fetchall()) if cur.description is not None else []
-
-
-async def fetch_tuples_async(
-    conn: psycopg.AsyncConnection[Any], sql: str, params: dict[str, Any]
-) -> list[tuple[Any, ...]]:
-    """:func:`fetch_async` with rows as tuples, for the hot paths that read by position."""
-    async with conn.cursor(row_factory=tuple_row) as cur:
-        await cur.execute(sql, params)
-        return list(await cur.fetchall())
 
 
 def retry_pause(attempt: int) -> float:
@@ -198,14 +180,6 @@ def one_line(exc: BaseException) -> str:
     """A driver error's message on one line (libpq adds indented hints on lines of their
     own)."""
     return " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
-
-
-async def run_named(
-    pool: AsyncConnectionPool[Any], statements: Statements, name: str, params: dict[str, Any]
-) -> list[Row]:
-    """Run the named statement on a pooled connection (its own transaction)."""
-    async with pool.connection() as conn:
-        return await fetch_async(conn, statements[name], params)
 
 
 class Database:

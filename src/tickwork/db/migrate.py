@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from tickwork.db.database import fetch
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.errors import MigrationError
 
 log = logging.getLogger("tickwork.migrate")
@@ -48,8 +48,10 @@ def available() -> list[Migration]:
     return found
 
 
-def migrate(conn: psycopg.Connection[Any], statements: Statements) -> list[int]:
-    """Apply what is missing on ``conn`` (autocommit); return the versions applied now."""
+def migrate(conn: psycopg.Connection[Any], store: Store) -> list[int]:
+    """Apply what is missing on ``conn`` (autocommit) to ``store``'s schema; return the
+    versions applied now."""
+    statements = store.statements
     params = {"schema": statements.schema}
     applied_now: list[int] = []
     fetch(conn, statements["migration_lock"], params)

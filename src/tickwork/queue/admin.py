@@ -1,8 +1,8 @@
 """Operators' view of the queue: job listings with strict filters, bulk retry and cancel,
 queue statistics and pause, live workers.
 
-Every function takes an async connection pool and the statements (the storage seam); the API
-and the CLI share them. Filters are checked here, once: an unknown state or a malformed value
+Every function takes an async connection pool and the store (the storage seam); the API and
+the CLI share them. Filters are checked here, once: an unknown state or a malformed value
 is an :class:`~tickwork.errors.InvalidInput` naming the field, never an unfiltered answer.
 """
 
@@ -15,11 +15,10 @@ from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.db.database import fetch_async, retrying_deadlocks_async, run_named
-from tickwork.db.statements import Statements
+from tickwork.db.database import retrying_deadlocks_async
+from tickwork.db.store import AsyncConn, Row, Store
 from tickwork.errors import EnqueueError, InvalidInput
 from tickwork.limits import LISTING_VALUE_BYTES
 from tickwork.queue import rows as decode
@@ -41,8 +40,8 @@ log = logging.getLogger("tickwork.queue")
 
 WORKER_STALE_AFTER = 120.0
 """A worker not seen for this long is not listed as live."""
-OPERATIONS = {"retry": "job_retry", "cancel": "job_cancel"}
-"""Operator actions on jobs, by the statement that performs them."""
+OPERATIONS = ("retry", "cancel")
+"""Operator actions on jobs (the store's ``job_retry`` and ``job_cancel``)."""
 ALLOWED_FROM = {"retry": ["DEAD_LETTER", "FAILED"], "cancel": ["PENDING", "FAILED", "RUNNING"]}
 """The states each action applies to (the statements hold the same rule)."""
 
@@ -202,47 +201,63 @@ def check_limit(limit: int) -> int:
     return limit
 
 
-async def _filter_params(
-    pool: AsyncConnectionPool[Any], statements: Statements, where: JobFilter
-) -> dict[str, Any] | None:
-    """Statement parameters of a filter; None when it names a schedule that does not exist
-    (so nothing can match)."""
-    schedule_id = None
-    if where.schedule is not None:
-        found = await run_named(pool, statements, "schedule_get", {"name": where.schedule})
-        if not found:
-            return None
-        schedule_id = found[0]["id"]
-    return {
-        "states": [s.value for s in where.states] if where.states else None,
-        "queue": where.queue,
-        "task": where.task,
-        "schedule_id": schedule_id,
-        "created_from": where.created_from,
-        "created_to": where.created_to,
-        "finished_from": where.finished_from,
-        "finished_to": where.finished_to,
-    }
+async def _schedule_id(pool: AsyncConnectionPool[Any], store: Store, name: str) -> int | None:
+    """The id of the stored schedule called ``name``; None when there is none."""
+    async with pool.connection() as conn:
+        found = await store.schedule_get(conn, name=name)
+    return None if found is None else int(found["id"])
+
+
+async def _job_list(
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    where: JobFilter,
+    schedule_id: int | None,
+    *,
+    limit: int,
+    before_id: int | None,
+    value_cap: int,
+) -> list[Row]:
+    """The rows of the jobs ``where`` selects (its schedule as ``schedule_id``)."""
+    async with pool.connection() as conn:
+        return await store.job_list(
+            conn,
+            states=[s.value for s in where.states] if where.states else None,
+            queue=where.queue,
+            task=where.task,
+            schedule_id=schedule_id,
+            created_from=where.created_from,
+            created_to=where.created_to,
+            finished_from=where.finished_from,
+            finished_to=where.finished_to,
+            before_id=before_id,
+            limit=limit,
+            value_cap=value_cap,
+        )
 
 
 async def list_jobs(
     pool: AsyncConnectionPool[Any],
-    statements: Statements,
+    store: Store,
     where: JobFilter,
     *,
     limit: int = DEFAULT_PAGE,
     before_id: int | None = None,
 ) -> Page:
     """Jobs matching ``where``, newest first, a page at a time."""
-    params = await _filter_params(pool, statements, where)
-    if params is None:
-        return Page([], None)
-    found = await run_named(
+    schedule_id = None
+    if where.schedule is not None:
+        schedule_id = await _schedule_id(pool, store, where.schedule)
+        if schedule_id is None:  # a schedule that does not exist: nothing can match
+            return Page([], None)
+    found = await _job_list(
         pool,
-        statements,
-        "job_list",
-        params
-        | {"limit": check_limit(limit), "before_id": before_id, "value_cap": LISTING_VALUE_BYTES},
+        store,
+        where,
+        schedule_id,
+        limit=check_limit(limit),
+        before_id=before_id,
+        value_cap=LISTING_VALUE_BYTES,
     )
     jobs = [decode.servable(decode.job(r)) for r in found]
     return Page(jobs, jobs[-1].id if len(jobs) == limit else None)
@@ -250,7 +265,7 @@ async def list_jobs(
 
 async def bulk(
     pool: AsyncConnectionPool[Any],
-    statements: Statements,
+    store: Store,
     operation: str,
     where: JobFilter,
     actor: str,
@@ -259,15 +274,14 @@ async def bulk(
     :data:`MAX_BULK`; more is refused rather than done in part)."""
     if operation not in OPERATIONS:
         raise InvalidInput("operation", operation, "must be retry or cancel")
-    params = await _filter_params(pool, statements, where)
-    if params is None:
-        return BulkResult(0, [])
-    found = await run_named(
-        pool,
-        statements,
-        "job_list",
-        params | {"limit": MAX_BULK + 1, "before_id": None, "value_cap": 0},  # ids are enough
-    )
+    schedule_id = None
+    if where.schedule is not None:
+        schedule_id = await _schedule_id(pool, store, where.schedule)
+        if schedule_id is None:  # a schedule that does not exist: nothing can match
+            return BulkResult(0, [])
+    found = await _job_list(
+        pool, store, where, schedule_id, limit=MAX_BULK + 1, before_id=None, value_cap=0
+    )  # ids are enough
     if len(found) > MAX_BULK:
         raise InvalidInput(
             "filter", "matches more than 10,000 jobs", "narrow it (one bulk call has a limit)"
@@ -275,13 +289,13 @@ async def bulk(
     ids = [r["id"] for r in found]
     if not ids:
         return BulkResult(0, [])
-    changed = await act(pool, statements, operation, ids, actor)
+    changed = await act(pool, store, operation, ids, actor)
     return BulkResult(len(ids), sorted(i for i, state in changed.items() if state is not None))
 
 
 async def act(
     pool: AsyncConnectionPool[Any],
-    statements: Statements,
+    store: Store,
     operation: str,
     job_ids: list[int],
     actor: str,
@@ -291,29 +305,31 @@ async def act(
 
     The statement locks its jobs in id order; one locking the same jobs in another order
     can still meet it, so a run the database aborts to break a deadlock is run again."""
-    name = OPERATIONS[operation]
-    params = {"job_ids": job_ids, "actor": actor}
-    found = await retrying_deadlocks_async(
-        lambda: run_named(pool, statements, name, params), operation=name
-    )
+    change = {"retry": store.job_retry, "cancel": store.job_cancel}[operation]
+
+    async def run() -> list[Row]:
+        async with pool.connection() as conn:
+            return await change(conn, job_ids=job_ids, actor=actor)
+
+    found = await retrying_deadlocks_async(run, operation=operation)
     return {r["id"]: r["state"] for r in found}
 
 
-async def executions(
-    pool: AsyncConnectionPool[Any], statements: Statements, job_id: int
-) -> list[Execution]:
+async def executions(pool: AsyncConnectionPool[Any], store: Store, job_id: int) -> list[Execution]:
     """Every attempt of a job, oldest first."""
-    found = await run_named(pool, statements, "execution_list_for_job", {"job_id": job_id})
+    async with pool.connection() as conn:
+        found = await store.execution_list_for_job(conn, job_id=job_id)
     return [decode.execution(r) for r in found]
 
 
-async def queue_stats(pool: AsyncConnectionPool[Any], statements: Statements) -> list[QueueStats]:
+async def queue_stats(pool: AsyncConnectionPool[Any], store: Store) -> list[QueueStats]:
     """Every queue that holds jobs or has a stored pause state."""
-    found = await run_named(pool, statements, "queue_stats", {"window": THROUGHPUT_WINDOW})
+    async with pool.connection() as conn:
+        found = await store.queue_stats(conn, window=THROUGHPUT_WINDOW)
+    async with pool.connection() as conn:
+        waiting = await store.queue_unserved(conn, stale_after=WORKER_STALE_AFTER)
     unserved: dict[str, list[UnservedTask]] = {}
-    for u in await run_named(
-        pool, statements, "queue_unserved", {"stale_after": WORKER_STALE_AFTER}
-    ):
+    for u in waiting:
         unserved.setdefault(u["queue"], []).append(
             UnservedTask(u["task"], u["jobs"], u["oldest_seconds"])
         )
@@ -338,28 +354,23 @@ async def queue_stats(pool: AsyncConnectionPool[Any], statements: Statements) ->
 
 
 async def set_queue_paused(
-    pool: AsyncConnectionPool[Any], statements: Statements, name: str, paused: bool, actor: str
+    pool: AsyncConnectionPool[Any], store: Store, name: str, paused: bool, actor: str
 ) -> None:
     """Pause or resume a queue; the state is stored, so it survives restarts."""
     check_queue(name)
-    await run_named(
-        pool, statements, "queue_set_paused", {"name": name, "paused": paused, "actor": actor}
-    )
+    async with pool.connection() as conn:
+        await store.queue_set_paused(conn, name=name, paused=paused, actor=actor)
 
 
 TASKS_SEEN_WITHIN = 86400.0
 """A task counts as known to the fleet while a worker that defines it was seen this recently."""
 
 
-async def known_tasks(
-    conn: psycopg.AsyncConnection[Any], statements: Statements
-) -> dict[str, dict[str, Any]]:
+async def known_tasks(conn: AsyncConn, store: Store) -> dict[str, dict[str, Any]]:
     """Tasks the workers seen within :data:`TASKS_SEEN_WITHIN` define (stopped or not), with
     what each gives its jobs (queue, priority, max_attempts, timeout), as the most recently
     seen of those workers recorded it."""
-    found = await fetch_async(
-        conn, statements["worker_known_tasks"], {"seen_within": TASKS_SEEN_WITHIN}
-    )
+    found = await store.worker_known_tasks(conn, seen_within=TASKS_SEEN_WITHIN)
     return {r["task"]: recorded_options(r["options"]) for r in found}
 
 
@@ -387,9 +398,10 @@ def recorded_options(options: Any) -> dict[str, Any]:
     return kept
 
 
-async def list_workers(pool: AsyncConnectionPool[Any], statements: Statements) -> list[WorkerInfo]:
+async def list_workers(pool: AsyncConnectionPool[Any], store: Store) -> list[WorkerInfo]:
     """Worker processes that are running now."""
-    found = await run_named(pool, statements, "worker_list", {"stale_after": WORKER_STALE_AFTER})
+    async with pool.connection() as conn:
+        found = await store.worker_list(conn, stale_after=WORKER_STALE_AFTER)
     return [
         WorkerInfo(
             id=r["id"],

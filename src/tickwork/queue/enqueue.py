@@ -195,10 +195,12 @@ def check_unique_key(unique_key: Any) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class InsertPlan:
-    """Which statement enqueues a batch, its parameters, and how results map back."""
+    """How a batch is enqueued: the rows sent, their arguments, and how results map back."""
 
-    statement: str
-    params: dict[str, Any]
+    many: bool
+    """Sent as a batch (the store's ``job_insert_many``); else one job (``job_insert``)."""
+    args: str
+    """The arguments as JSON text: one job's object, or a batch's array (one per sent row)."""
     sent: list[JobRow]
     """The rows sent, in order (a key repeated within the batch is sent once)."""
     sent_args: list[dict[str, Any]]
@@ -207,32 +209,17 @@ class InsertPlan:
     """For each input row, the index of the row sent for it."""
 
 
-BATCH_COLUMNS = (
-    "queue",
-    "task",
-    "priority",
-    "max_attempts",
-    "run_at",
-    "timeout",
-    "unique_key",
-    "created_by",
-)
-"""The columns job_insert_many takes as one array each (or one value for all)."""
-
-
 def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
-    """``job_insert`` for one job (the cheapest form), ``job_insert_many`` otherwise.
+    """One job alone (the cheapest form), or a batch otherwise.
 
-    Arguments are encoded once, as part of the statement's parameters; they are checked by
-    that encoding (an argument that cannot be encoded is named by :func:`encode_args`), and
-    the arguments the returned jobs carry are decoded from the same text, in one call.
+    Arguments are encoded once, as the text the statement takes; they are checked by that
+    encoding (an argument that cannot be encoded is named by :func:`encode_args`), and the
+    arguments the returned jobs carry are decoded from the same text, in one call.
     """
     if len(rows) == 1:
         row = rows[0]
         args_json = encode_args(row.args)
-        return InsertPlan(
-            "job_insert", insert_one_params(row, args_json), [row], [json.loads(args_json)], [0]
-        )
+        return InsertPlan(False, args_json, [row], [json.loads(args_json)], [0])
     sent: list[JobRow] = []
     position: list[int] = []
     first_by_key: dict[str, int] = {}
@@ -245,7 +232,8 @@ def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
             first_by_key[row.unique_key] = len(sent)
         position.append(len(sent))
         sent.append(row)
-    # The arguments as one C-encoded JSON array; every other column as one typed array.
+    # The arguments as one C-encoded JSON array (the store sends every other column as one
+    # typed array).
     try:
         all_args = [r.args for r in sent]
         args_json = json.dumps(all_args, allow_nan=False, separators=(",", ":"))
@@ -263,37 +251,7 @@ def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
     ):
         for r in sent:
             encode_args(r.args)
-    params: dict[str, Any] = {"args": args_json}
-    for column in BATCH_COLUMNS:
-        values = [getattr(r, column) for r in sent]
-        first = values[0]
-        # the same value for every job travels once (see job_insert_many). Equal values
-        # store the same (1 and 1.0 as float8), except datetimes: == ignores `fold`, so the
-        # two 02:30s of a DST change in one zone compare equal; run_at must be the very object.
-        if column == "run_at":
-            same = all(v is first for v in values)
-        else:
-            same = values.count(first) == len(values)
-        if same:
-            params[column], params[column + "_all"] = [], first
-        else:
-            params[column], params[column + "_all"] = values, None
-    return InsertPlan("job_insert_many", params, sent, json.loads(args_json), position)
-
-
-def insert_one_params(row: JobRow, args_json: str) -> dict[str, Any]:
-    """Parameters of ``job_insert`` (a single job)."""
-    return {
-        "queue": row.queue,
-        "task": row.task,
-        "args": args_json,
-        "priority": row.priority,
-        "max_attempts": row.max_attempts,
-        "run_at": row.run_at,
-        "timeout": row.timeout,
-        "unique_key": row.unique_key,
-        "created_by": row.created_by,
-    }
+    return InsertPlan(True, args_json, sent, json.loads(args_json), position)
 
 
 def sync_connection(conn: Any) -> psycopg.Connection[Any]:

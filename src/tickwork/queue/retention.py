@@ -16,8 +16,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import RetentionSettings
-from tickwork.db.database import fetch_async
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.service import run_periodically
 
 log = logging.getLogger("tickwork.retention")
@@ -37,10 +36,10 @@ class Retention:
     """Deletes finished jobs past their retention window, a batch at a time."""
 
     def __init__(
-        self, pool: AsyncConnectionPool[Any], statements: Statements, settings: RetentionSettings
+        self, pool: AsyncConnectionPool[Any], store: Store, settings: RetentionSettings
     ) -> None:
         self.pool = pool
-        self.statements = statements
+        self.store = store
         self.settings = settings
         self._vacuum: bool | None = (
             None if settings.vacuum == "auto" else settings.vacuum == "always"
@@ -51,22 +50,22 @@ class Retention:
         deleted = 0
         async with self.pool.connection() as conn:
             # Operators may change the windows at run time (app settings); they win.
-            stored = await fetch_async(conn, self.statements["app_setting_list"], {})
+            stored = await self.store.app_setting_list(conn)
         override = {r["key"]: r["value"] for r in stored}
-        params = {
-            "finished_after": override.get(
-                "retention.finished_after", self.settings.finished_after
-            ),
-            "dead_letter_after": override.get(
-                "retention.dead_letter_after", self.settings.dead_letter_after
-            ),
-            "limit": self.settings.batch,
-        }
+        finished_after = override.get("retention.finished_after", self.settings.finished_after)
+        dead_letter_after = override.get(
+            "retention.dead_letter_after", self.settings.dead_letter_after
+        )
         while True:
             async with self.pool.connection() as conn:
-                found = await fetch_async(conn, self.statements["job_prune_finished"], params)
-            deleted += len(found)
-            if len(found) < self.settings.batch:
+                pruned = await self.store.job_prune_finished(
+                    conn,
+                    finished_after=finished_after,
+                    dead_letter_after=dead_letter_after,
+                    limit=self.settings.batch,
+                )
+            deleted += pruned
+            if pruned < self.settings.batch:
                 break
         if deleted:
             log.info("deleted finished jobs past retention", extra={"deleted": deleted})
@@ -76,13 +75,12 @@ class Retention:
     async def _maybe_vacuum(self) -> bool:
         async with self.pool.connection() as conn:
             if self._vacuum is None:
-                found = await fetch_async(conn, self.statements["health_autovacuum"], {})
-                self._vacuum = not found[0]["autovacuum"]
+                self._vacuum = not await self.store.health_autovacuum(conn)
                 if self._vacuum:
                     log.warning("the server's autovacuum is off: retention vacuums the job tables")
             if not self._vacuum:
                 return False
-            await fetch_async(conn, self.statements["job_tables_vacuum"], {})
+            await self.store.job_tables_vacuum(conn)
         return True
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from tickwork.db.database import Database, fetch, fetch_async
+from tickwork.db.database import Database
+from tickwork.db.store import Row
 from tickwork.errors import JobNotFoundError, WaitTimeout
 from tickwork.queue import rows as decode
 from tickwork.types import Job, JobState
@@ -38,11 +39,10 @@ def _remaining(deadline: float | None) -> float:
     )
 
 
-def _final(found: list[dict[str, Any]], job_id: int) -> Job | None:
-    if not found:
+def _job(found: Row | None, job_id: int) -> Job:
+    if found is None:
         raise JobNotFoundError(job_id)
-    job = decode.job(found[0])
-    return job if job.state in FINAL_STATES else None
+    return decode.job(found)
 
 
 def _check(timeout: float | None) -> None:
@@ -54,15 +54,15 @@ def wait(db: Database, job_id: int, timeout: float | None) -> Job:
     """Block until job ``job_id`` is final (or raise :class:`WaitTimeout`)."""
     _check(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
-    listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.statements.channel("finished")))
+    listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.store.channel("finished")))
     with db.connect() as conn:
         conn.execute(listen)
         while True:
-            found = fetch(conn, db.statements["job_get"], {"job_id": job_id})
-            if (job := _final(found, job_id)) is not None:
+            job = _job(db.store.job_get_sync(conn, job_id=job_id), job_id)
+            if job.state in FINAL_STATES:
                 return job
             if (wait_for := _remaining(deadline)) <= 0:
-                raise WaitTimeout(job_id, found[0]["state"], timeout or 0.0)
+                raise WaitTimeout(job_id, job.state.value, timeout or 0.0)
             for notice in conn.notifies(timeout=wait_for):
                 if names(notice.payload, job_id):
                     break
@@ -72,16 +72,16 @@ async def wait_async(db: Database, job_id: int, timeout: float | None) -> Job:
     """Async :func:`wait`."""
     _check(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
-    listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.statements.channel("finished")))
+    listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.store.channel("finished")))
     conn: psycopg.AsyncConnection[Any] = await db.connect_async()
     async with conn:
         await conn.execute(listen)
         while True:
-            found = await fetch_async(conn, db.statements["job_get"], {"job_id": job_id})
-            if (job := _final(found, job_id)) is not None:
+            job = _job(await db.store.job_get(conn, job_id=job_id), job_id)
+            if job.state in FINAL_STATES:
                 return job
             if (wait_for := _remaining(deadline)) <= 0:
-                raise WaitTimeout(job_id, found[0]["state"], timeout or 0.0)
+                raise WaitTimeout(job_id, job.state.value, timeout or 0.0)
             async for notice in conn.notifies(timeout=wait_for):
                 if names(notice.payload, job_id):
                     break

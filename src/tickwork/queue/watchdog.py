@@ -13,8 +13,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.db.database import fetch_async
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.service import run_periodically
 
 log = logging.getLogger("tickwork.watchdog")
@@ -39,14 +38,14 @@ class Watchdog:
     def __init__(
         self,
         pool: AsyncConnectionPool[Any],
-        statements: Statements,
+        store: Store,
         *,
         actor: str,
         interval: float,
         batch: int,
     ) -> None:
         self.pool = pool
-        self.statements = statements
+        self.store = store
         self.actor = actor
         self.interval = interval
         self.batch = batch
@@ -56,10 +55,8 @@ class Watchdog:
         reclaimed: list[tuple[int, int, str]] = []
         while True:
             async with self.pool.connection() as conn:
-                found = await fetch_async(
-                    conn,
-                    self.statements["execution_reclaim_expired"],
-                    {"limit": self.batch, "actor": self.actor},
+                found = await self.store.execution_reclaim_expired(
+                    conn, limit=self.batch, actor=self.actor
                 )
             for row in found:
                 log.warning(

@@ -11,8 +11,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import SCHEDULE_NAME
-from tickwork.db.database import run_named
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.errors import ConflictError, NotFoundError, ScheduleError
 from tickwork.queue.admin import WORKER_STALE_AFTER
 from tickwork.queue.enqueue import check_priority, check_queue, encode_args
@@ -30,7 +29,9 @@ FIELDS = (
 )  # fmt: skip
 
 
-def _checked(definition: Mapping[str, Any], check_task: CheckTask) -> tuple[dict[str, Any], Any]:
+def _checked(
+    definition: Mapping[str, Any], check_task: CheckTask
+) -> tuple[dict[str, Any], CronSchedule]:
     """Statement parameters of a definition, every field checked, with the task's registration
     (``task_*``); and its cron schedule."""
     options = check_task(definition["task"], definition["args"])
@@ -53,24 +54,24 @@ def check_schedule_name(name: Any) -> str:
     return name
 
 
-async def get(pool: AsyncConnectionPool[Any], statements: Statements, name: str) -> StoredSchedule:
+async def get(pool: AsyncConnectionPool[Any], store: Store, name: str) -> StoredSchedule:
     """One stored schedule."""
-    found = await run_named(pool, statements, "schedule_get", {"name": name})
-    if not found:
+    async with pool.connection() as conn:
+        found = await store.schedule_get(conn, name=name)
+    if found is None:
         raise NotFoundError("schedule", name)
-    return StoredSchedule.from_row(found[0])
+    return StoredSchedule.from_row(found)
 
 
-async def list_all(pool: AsyncConnectionPool[Any], statements: Statements) -> list[StoredSchedule]:
+async def list_all(pool: AsyncConnectionPool[Any], store: Store) -> list[StoredSchedule]:
     """Every stored schedule, by name."""
-    return [
-        StoredSchedule.from_row(r) for r in await run_named(pool, statements, "schedule_list", {})
-    ]
+    async with pool.connection() as conn:
+        return [StoredSchedule.from_row(r) for r in await store.schedule_list(conn)]
 
 
 async def create(
     pool: AsyncConnectionPool[Any],
-    statements: Statements,
+    store: Store,
     definition: Mapping[str, Any],
     *,
     check_task: CheckTask,
@@ -79,17 +80,19 @@ async def create(
     """Store a new schedule; its first fire time is the first after the database's now."""
     check_schedule_name(definition["name"])
     params, cron = _checked(definition, check_task)
-    now = (await run_named(pool, statements, "schedule_now", {}))[0]["now"]
-    params |= {"name": definition["name"], "next_run_at": cron.next_after(now), "actor": actor}
-    found = await run_named(pool, statements, "schedule_create", params)
-    if not found:
+    async with pool.connection() as conn:
+        now = await store.schedule_now(conn)
+        found = await store.schedule_create(
+            conn, name=definition["name"], next_run_at=cron.next_after(now), actor=actor, **params
+        )
+    if found is None:
         raise ConflictError(f"schedule {definition['name']!r} already exists")
-    return StoredSchedule.from_row(found[0])
+    return StoredSchedule.from_row(found)
 
 
 async def edit(
     pool: AsyncConnectionPool[Any],
-    statements: Statements,
+    store: Store,
     name: str,
     changes: Mapping[str, Any],
     *,
@@ -97,7 +100,7 @@ async def edit(
     actor: str,
 ) -> StoredSchedule:
     """Change some fields of an operator-stored schedule."""
-    current = await get(pool, statements, name)
+    current = await get(pool, store, name)
     if current.origin != "api":
         raise ConflictError(
             f"schedule {name!r} is defined in code; change it there (operators may pause, "
@@ -105,30 +108,34 @@ async def edit(
         )
     merged = {field: getattr(current, field) for field in FIELDS} | dict(changes)
     params, cron = _checked(merged, check_task)
-    now = (await run_named(pool, statements, "schedule_now", {}))[0]["now"]
-    params |= {
-        "name": name,
-        "next_run_at": cron.next_after(now),
-        "actor": actor,
-        "changes": json.dumps({"fields": sorted(changes)}),
-    }
-    found = await run_named(pool, statements, "schedule_edit", params)
-    if not found:  # deleted, or its origin changed, since it was read
+    async with pool.connection() as conn:
+        now = await store.schedule_now(conn)
+        found = await store.schedule_edit(
+            conn,
+            name=name,
+            next_run_at=cron.next_after(now),
+            actor=actor,
+            changes=json.dumps({"fields": sorted(changes)}),
+            **params,
+        )
+    if found is None:  # deleted, or its origin changed, since it was read
         raise NotFoundError("schedule", name)
-    return StoredSchedule.from_row(found[0])
+    return StoredSchedule.from_row(found)
 
 
-async def delete(
-    pool: AsyncConnectionPool[Any], statements: Statements, name: str, *, actor: str
-) -> None:
+async def delete(pool: AsyncConnectionPool[Any], store: Store, name: str, *, actor: str) -> None:
     """Delete a schedule; the jobs it made stay as history. One defined in code only when no
     live worker defines it (its code is gone: nothing else can remove it); one that live code
     defines is refused, naming those workers, since their next start would write it back."""
-    params = {"name": name, "actor": actor, "stale_after": WORKER_STALE_AFTER}
-    if await run_named(pool, statements, "schedule_delete", params):
+    async with pool.connection() as conn:
+        deleted = await store.schedule_delete(
+            conn, name=name, actor=actor, stale_after=WORKER_STALE_AFTER
+        )
+    if deleted is not None:
         return
-    await get(pool, statements, name)  # 404 for an unknown name
-    definers = await run_named(pool, statements, "schedule_definers", params)
+    await get(pool, store, name)  # 404 for an unknown name
+    async with pool.connection() as conn:
+        definers = await store.schedule_definers(conn, name=name, stale_after=WORKER_STALE_AFTER)
     workers = ", ".join(f"{w['host']} pid {w['pid']}" for w in definers) or "a live worker"
     raise ConflictError(
         f"schedule {name!r} is defined by code that is running ({workers}); remove it from "

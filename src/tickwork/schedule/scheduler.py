@@ -23,8 +23,7 @@ from uuid import UUID
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
-from tickwork.db.database import fetch_async
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.errors import ScheduleError
 from tickwork.leases import LeaseManager, Role
 from tickwork.queue.admin import WORKER_STALE_AFTER
@@ -183,13 +182,13 @@ class Scheduler:
     def __init__(
         self,
         pool: AsyncConnectionPool[Any],
-        statements: Statements,
+        store: Store,
         task_options: Callable[[str], TaskOptions | None],
         *,
         batch: int = DEFAULT_DUE_BATCH,
     ) -> None:
         self.pool = pool
-        self.statements = statements
+        self.store = store
         self.task_options = task_options
         self.batch = batch
 
@@ -199,47 +198,40 @@ class Scheduler:
         the worker ``defined_by``; then bring operator-stored schedules of the tasks this
         process registers up to date with those tasks' registration."""
         async with self.pool.connection() as conn:
-            now = (await fetch_async(conn, self.statements["schedule_now"], {}))[0]["now"]
+            now = await self.store.schedule_now(conn)
             for spec in specs:
-                await fetch_async(
+                await self.store.schedule_upsert(
                     conn,
-                    self.statements["schedule_upsert"],
-                    {
-                        "name": spec.name,
-                        "task": spec.task,
-                        "args": encode_args(spec.args),
-                        "cron": spec.cron.expression,
-                        "timezone": spec.cron.timezone,
-                        "queue": spec.queue,
-                        "priority": spec.priority,
-                        "misfire": spec.misfire.value,
-                        "misfire_limit": spec.misfire_limit,
-                        "overlap": spec.overlap.value,
-                        "next_run_at": spec.cron.next_after(now),
-                        "origin": "code",
-                        "defined_by": [defined_by] if defined_by is not None else [],
-                        "stale_after": WORKER_STALE_AFTER,
-                    }
-                    | task_targets(self.task_options(spec.task)),
+                    name=spec.name,
+                    task=spec.task,
+                    args=encode_args(spec.args),
+                    cron=spec.cron.expression,
+                    timezone=spec.cron.timezone,
+                    queue=spec.queue,
+                    priority=spec.priority,
+                    misfire=spec.misfire.value,
+                    misfire_limit=spec.misfire_limit,
+                    overlap=spec.overlap.value,
+                    next_run_at=spec.cron.next_after(now),
+                    origin="code",
+                    defined_by=[defined_by] if defined_by is not None else [],
+                    stale_after=WORKER_STALE_AFTER,
+                    **task_targets(self.task_options(spec.task)),
                 )
-            stored = await fetch_async(conn, self.statements["schedule_list"], {})
+            stored = await self.store.schedule_list(conn)
             known = {
                 row["task"]: options
                 for row in stored
                 if row["origin"] == "api" and (options := self.task_options(row["task"]))
             }
             if known:
-                targets = [task_targets(options) for options in known.values()]
-                await fetch_async(
+                await self.store.schedule_retarget(
                     conn,
-                    self.statements["schedule_retarget"],
-                    {
-                        "tasks": list(known),
-                        "queues": [t["task_queue"] for t in targets],
-                        "priorities": [t["task_priority"] for t in targets],
-                        "max_attempts": [t["task_max_attempts"] for t in targets],
-                        "timeouts": [t["task_timeout"] for t in targets],
-                    },
+                    tasks=list(known),
+                    queues=[options.queue for options in known.values()],
+                    priorities=[options.priority for options in known.values()],
+                    max_attempts=[options.max_attempts for options in known.values()],
+                    timeouts=[options.timeout for options in known.values()],
                 )
 
     async def run_once(self) -> TickResult:
@@ -247,9 +239,7 @@ class Scheduler:
         fired: list[Fired] = []
         missed = overlapped = 0
         async with self.pool.connection() as conn, conn.transaction():
-            due = await fetch_async(
-                conn, self.statements["schedule_due_lock"], {"limit": self.batch}
-            )
+            due = await self.store.schedule_due_lock(conn, limit=self.batch)
             for row in due:
                 now: datetime = row["db_now"]
                 try:
@@ -263,30 +253,33 @@ class Scheduler:
                 times, passed_over = fire_times_to_run(
                     cron, row["next_run_at"], now, Misfire(row["misfire"]), row["misfire_limit"]
                 )
-                if times and Overlap(row["overlap"]) is Overlap.SKIP:
-                    active = await fetch_async(
-                        conn, self.statements["schedule_active_job"], {"schedule_id": row["id"]}
-                    )
-                    if active[0]["active"]:
-                        overlapped += len(times)
-                        times = []
+                if (
+                    times
+                    and Overlap(row["overlap"]) is Overlap.SKIP
+                    and await self.store.schedule_active_job(conn, schedule_id=row["id"])
+                ):
+                    overlapped += len(times)
+                    times = []
                 created = (
-                    await fetch_async(
-                        conn, self.statements["schedule_fire"], self._job_params(row, times)
+                    await self.store.schedule_fire(
+                        conn,
+                        task=row["task"],
+                        args=json.dumps(row["args"]),
+                        schedule_name=row["name"],
+                        schedule_id=row["id"],
+                        fire_times=times,
+                        **job_options(self.task_options(row["task"]), row),
                     )
                     if times
                     else []
                 )
                 fired.extend(Fired(row["name"], c["fire_time"], c["id"]) for c in created)
                 missed += passed_over
-                await fetch_async(
+                await self.store.schedule_advance(
                     conn,
-                    self.statements["schedule_advance"],
-                    {
-                        "schedule_id": row["id"],
-                        "next_run_at": cron.next_after(now),
-                        "last_fire_at": times[-1] if times else None,
-                    },
+                    schedule_id=row["id"],
+                    next_run_at=cron.next_after(now),
+                    last_fire_at=times[-1] if times else None,
                 )
         for item in fired:
             log.info(
@@ -298,15 +291,6 @@ class Scheduler:
                 },
             )
         return TickResult(fired, missed, overlapped)
-
-    def _job_params(self, row: dict[str, Any], times: list[datetime]) -> dict[str, Any]:
-        return job_options(self.task_options(row["task"]), row) | {
-            "task": row["task"],
-            "args": json.dumps(row["args"]),
-            "schedule_name": row["name"],
-            "schedule_id": row["id"],
-            "fire_times": times,
-        }
 
 
 def task_targets(options: TaskOptions | None) -> dict[str, Any]:

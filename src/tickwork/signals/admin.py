@@ -11,8 +11,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.control import RuntimeControl, Tiered
-from tickwork.db.database import run_named
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.errors import InvalidInput, NotFoundError, SignalSupersededError
 from tickwork.queue.admin import DEFAULT_PAGE, Page, check_limit, check_range, parse_choices
 from tickwork.signals.reactor import Reactors
@@ -80,14 +79,15 @@ class ReactorView:
 
 
 async def check_signal_type(
-    pool: AsyncConnectionPool[Any], statements: Statements, reactors: Reactors, signal_type: str
+    pool: AsyncConnectionPool[Any], store: Store, reactors: Reactors, signal_type: str
 ) -> None:
     """Refuse a signal type no reactor handles and no stored signal carries (a typo would
     otherwise list nothing, silently)."""
     if any(signal_type in r.handles for r in reactors):
         return
-    found = await run_named(pool, statements, "signal_type_exists", {"signal_type": signal_type})
-    if not found[0]["exists"]:
+    async with pool.connection() as conn:
+        exists = await store.signal_type_exists(conn, signal_type=signal_type)
+    if not exists:
         raise InvalidInput(
             "signal_type",
             signal_type,
@@ -97,106 +97,110 @@ async def check_signal_type(
 
 async def list_signals(
     pool: AsyncConnectionPool[Any],
-    statements: Statements,
+    store: Store,
     where: SignalFilter,
     *,
     limit: int = DEFAULT_PAGE,
     before_id: int | None = None,
 ) -> Page:
     """Signals, newest first."""
-    params = {
-        "statuses": [s.value for s in where.statuses] if where.statuses else None,
-        "signal_type": where.signal_type,
-        "aggregate_key": where.aggregate_key,
-        "organisation_id": where.organisation_id,
-        "created_from": where.created_from,
-        "created_to": where.created_to,
-        "limit": check_limit(limit),
-        "before_id": before_id,
-    }
-    signals = [Signal.from_row(r) for r in await run_named(pool, statements, "signal_list", params)]
+    async with pool.connection() as conn:
+        found = await store.signal_list(
+            conn,
+            statuses=[s.value for s in where.statuses] if where.statuses else None,
+            signal_type=where.signal_type,
+            aggregate_key=where.aggregate_key,
+            organisation_id=where.organisation_id,
+            created_from=where.created_from,
+            created_to=where.created_to,
+            limit=check_limit(limit),
+            before_id=before_id,
+        )
+    signals = [Signal.from_row(r) for r in found]
     return Page(signals, signals[-1].id if len(signals) == limit else None)
 
 
-async def get_signal(
-    pool: AsyncConnectionPool[Any], statements: Statements, signal_id: int
-) -> SignalDetail:
+async def get_signal(pool: AsyncConnectionPool[Any], store: Store, signal_id: int) -> SignalDetail:
     """One signal and its per-reactor delivery."""
-    found = await run_named(pool, statements, "signal_get", {"signal_id": signal_id})
-    if not found:
+    async with pool.connection() as conn:
+        found = await store.signal_get(conn, signal_id=signal_id)
+    if found is None:
         raise NotFoundError("signal", signal_id)
-    deliveries = await run_named(pool, statements, "signal_deliveries", {"signal_id": signal_id})
-    return SignalDetail(Signal.from_row(found[0]), [Delivery.from_row(r) for r in deliveries])
+    async with pool.connection() as conn:
+        deliveries = await store.signal_deliveries(conn, signal_id=signal_id)
+    return SignalDetail(Signal.from_row(found), [Delivery.from_row(r) for r in deliveries])
 
 
-async def stats(pool: AsyncConnectionPool[Any], statements: Statements) -> list[StatsRow]:
+async def stats(pool: AsyncConnectionPool[Any], store: Store) -> list[StatsRow]:
     """Counts by status and type."""
+    async with pool.connection() as conn:
+        found = await store.signal_stats(conn)
     return [
         StatsRow(SignalStatus(r["status"]), r["signal_type"], r["n"], r["oldest_created_at"])
-        for r in await run_named(pool, statements, "signal_stats", {})
+        for r in found
     ]
 
 
 async def stuck(
-    pool: AsyncConnectionPool[Any], statements: Statements, older_than: float, limit: int
+    pool: AsyncConnectionPool[Any], store: Store, older_than: float, limit: int
 ) -> list[Signal]:
     """Signals PROCESSING longer than ``older_than`` seconds with no retry scheduled."""
     if older_than <= 0:
         raise InvalidInput("older_than", older_than, "must be a positive number of seconds")
-    params = {"older_than": older_than, "limit": check_limit(limit)}
-    return [Signal.from_row(r) for r in await run_named(pool, statements, "signal_stuck", params)]
+    limit = check_limit(limit)
+    async with pool.connection() as conn:
+        found = await store.signal_stuck(conn, older_than=older_than, limit=limit)
+    return [Signal.from_row(r) for r in found]
 
 
-async def retry(
-    pool: AsyncConnectionPool[Any], statements: Statements, signal_id: int, actor: str
-) -> Signal:
+async def retry(pool: AsyncConnectionPool[Any], store: Store, signal_id: int, actor: str) -> Signal:
     """A DEAD signal back to PENDING (its completed reactors are not run again)."""
-    params = {"signal_id": signal_id, "actor": actor}
     try:
-        found = await run_named(pool, statements, "signal_retry", params)
+        async with pool.connection() as conn:
+            row = await store.signal_retry(conn, signal_id=signal_id, actor=actor)
     except psycopg.errors.UniqueViolation:
         # A fresher PENDING signal of the same key appeared during the statement.
-        found = await run_named(pool, statements, "signal_retry", params)
-    if not found:
+        async with pool.connection() as conn:
+            row = await store.signal_retry(conn, signal_id=signal_id, actor=actor)
+    if row is None:
         raise NotFoundError("signal", signal_id)
-    row = found[0]
     if row["superseded_by"] is not None and row["previous_status"] == "DEAD":
         raise SignalSupersededError(signal_id, row["superseded_by"])
     if not row["reset"]:
         raise InvalidInput(
             "signal", signal_id, f"is {row['previous_status']}; only a DEAD signal is retried"
         )
-    return (await get_signal(pool, statements, signal_id)).signal
+    return (await get_signal(pool, store, signal_id)).signal
 
 
 async def cancel(
-    pool: AsyncConnectionPool[Any], statements: Statements, signal_id: int, actor: str
+    pool: AsyncConnectionPool[Any], store: Store, signal_id: int, actor: str
 ) -> Signal:
     """A PENDING signal COMPLETED without processing."""
-    found = await run_named(
-        pool, statements, "signal_cancel", {"signal_id": signal_id, "actor": actor}
-    )
-    if not found:
+    async with pool.connection() as conn:
+        row = await store.signal_cancel(conn, signal_id=signal_id, actor=actor)
+    if row is None:
         raise NotFoundError("signal", signal_id)
-    if not found[0]["cancelled"]:
+    if not row["cancelled"]:
         raise InvalidInput(
             "signal",
             signal_id,
-            f"is {found[0]['previous_status']}; only a PENDING signal is cancelled",
+            f"is {row['previous_status']}; only a PENDING signal is cancelled",
         )
-    return (await get_signal(pool, statements, signal_id)).signal
+    return (await get_signal(pool, store, signal_id)).signal
 
 
 async def reactors_view(
     pool: AsyncConnectionPool[Any],
-    statements: Statements,
+    store: Store,
     reactors: Reactors,
     control: RuntimeControl,
     sweeps: SweepScheduler,
 ) -> list[ReactorView]:
     """Every registered reactor: handled types, sweep cron, last sweep, and the config,
     runtime and effective values of enabled, dry-run and the organisation set."""
-    last = {r["reactor_name"]: r for r in await run_named(pool, statements, "sweep_run_latest", {})}
+    async with pool.connection() as conn:
+        last = {r["reactor_name"]: r for r in await store.sweep_run_latest(conn)}
     views = []
     for reactor in reactors:
         switches = control.reactor(reactor.name)

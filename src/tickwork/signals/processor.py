@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 from tickwork import metrics
 from tickwork.control import RuntimeControl
-from tickwork.db.database import fetch_async
 from tickwork.leases import Role
 from tickwork.signals.reactor import Reactor
 from tickwork.signals.service import SignalService
@@ -87,13 +86,10 @@ class SignalProcessor(SignalService):
         if not self.active():
             return None
         async with self.pool.connection() as conn:
-            claimed = await fetch_async(
+            claimed = await self.store.signal_claim(
                 conn,
-                self.statements["signal_claim"],
-                {
-                    "limit": self.settings.processor.batch_size,
-                    "stuck_after": self.settings.processor.stuck_after,
-                },
+                limit=self.settings.processor.batch_size,
+                stuck_after=self.settings.processor.stuck_after,
             )
         result = ProcessResult()
         for row in claimed:
@@ -130,16 +126,12 @@ class SignalProcessor(SignalService):
             routed.append(reactor.name)
             delivered.append(await self._deliver(reactor, signal))
         async with self.pool.connection() as conn:
-            settled = await fetch_async(
-                conn,
-                self.statements["signal_settle"],
-                {"signal_id": signal.id, "reactors": routed},
-            )
-        status = SignalStatus(settled[0]["status"]) if settled else signal.status
-        if settled and settled[0]["dead_reactors"]:
+            settled = await self.store.signal_settle(conn, signal_id=signal.id, reactors=routed)
+        status = SignalStatus(settled["status"]) if settled else signal.status
+        if settled and settled["dead_reactors"]:
             log.warning(
                 "signal completed with dead reactors",
-                extra={"signal_id": signal.id, "dead": settled[0]["dead_reactors"]},
+                extra={"signal_id": signal.id, "dead": settled["dead_reactors"]},
             )
         metrics.signal_settled(signal.signal_type, status.value)
         log.info(
@@ -158,12 +150,11 @@ class SignalProcessor(SignalService):
         exception, record FAILED (or DEAD) in a new transaction."""
         switches = self.control.reactor(reactor.name)
         dry_run = switches.dry_run.effective
-        params = {"signal_id": signal.id, "reactor": reactor.name}
         try:
             async with self.pool.connection() as conn, conn.transaction():
-                begun = (await fetch_async(conn, self.statements["signal_reactor_begin"], params))[
-                    0
-                ]
+                begun = await self.store.signal_reactor_begin(
+                    conn, signal_id=signal.id, reactor=reactor.name
+                )
                 if begun["status"] in ("COMPLETED", "DEAD") or begun["retry_not_due"]:
                     return Delivered(reactor.name, None)
                 ctx = ReactorContext(
@@ -180,25 +171,23 @@ class SignalProcessor(SignalService):
                         await reactor.handle_signal(signal, ctx)
                 except Exception as exc:
                     raise _HandlerFailed(exc) from exc  # rolls the reactor's writes back
-                await fetch_async(
-                    conn, self.statements["signal_reactor_complete"], params | {"dry_run": dry_run}
+                await self.store.signal_reactor_complete(
+                    conn, signal_id=signal.id, reactor=reactor.name, dry_run=dry_run
                 )
             return Delivered(reactor.name, DeliveryStatus.COMPLETED, dry_run)
         except _HandlerFailed as failure:
             error = f"{type(failure.error).__name__}: {failure.error}"
             async with self.pool.connection() as conn:
-                failed = await fetch_async(
+                failed = await self.store.signal_reactor_fail(
                     conn,
-                    self.statements["signal_reactor_fail"],
-                    params
-                    | {
-                        "error": error,
-                        "max_retries": signal.max_retries,
-                        "backoff": self.settings.processor.backoff,
-                        "backoff_cap": self.settings.processor.backoff_cap,
-                    },
+                    signal_id=signal.id,
+                    reactor=reactor.name,
+                    error=error,
+                    max_retries=signal.max_retries,
+                    backoff=self.settings.processor.backoff,
+                    backoff_cap=self.settings.processor.backoff_cap,
                 )
-            status = DeliveryStatus(failed[0]["status"])
+            status = DeliveryStatus(failed["status"])
             metrics.reactor_failed(signal.signal_type, reactor.name)
             log.warning(
                 "reactor failed on a signal",
@@ -206,7 +195,7 @@ class SignalProcessor(SignalService):
                     "signal_id": signal.id,
                     "reactor": reactor.name,
                     "status": status.value,
-                    "retry_count": failed[0]["retry_count"],
+                    "retry_count": failed["retry_count"],
                     "error": error,
                 },
             )

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from tickwork import metrics
-from tickwork.db.database import Row, database_error, fetch, fetch_async
+from tickwork.db.database import database_error
+from tickwork.db.store import Row
 from tickwork.errors import SignalError
 from tickwork.limits import json_refusal
 from tickwork.queue.enqueue import async_connection, sync_connection
@@ -110,16 +111,16 @@ class Signals:
         params = self._params(
             signal_type, entity_type, entity_id, aggregate_key, organisation_id, payload
         )
-        sql = self.app.db.statements["signal_emit"]
+        store = self.app.db.store
         try:
             if conn is not None:
-                rows = fetch(sync_connection(conn), sql, params)
+                row = store.signal_emit_sync(sync_connection(conn), **params)
             else:
                 with self.app.db.pool().connection() as own:
-                    rows = fetch(own, sql, params)
+                    row = store.signal_emit_sync(own, **params)
         except psycopg.Error as exc:
             raise database_error(exc) from exc
-        return _emitted(rows[0], params)
+        return _emitted(row, params)
 
     async def emit_async(
         self,
@@ -136,17 +137,17 @@ class Signals:
         params = self._params(
             signal_type, entity_type, entity_id, aggregate_key, organisation_id, payload
         )
-        sql = self.app.db.statements["signal_emit"]
+        store = self.app.db.store
         try:
             if conn is not None:
-                rows = await fetch_async(await async_connection(conn), sql, params)
+                row = await store.signal_emit(await async_connection(conn), **params)
             else:
                 pool = await self.app.db.async_pool()
                 async with pool.connection() as own:
-                    rows = await fetch_async(own, sql, params)
+                    row = await store.signal_emit(own, **params)
         except psycopg.Error as exc:
             raise database_error(exc) from exc
-        return _emitted(rows[0], params)
+        return _emitted(row, params)
 
 
 def _emitted(row: Row, params: dict[str, Any]) -> Emitted:

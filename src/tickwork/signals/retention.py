@@ -7,8 +7,7 @@ from __future__ import annotations
 import logging
 
 from tickwork.config import SIGNAL_RETENTION_REACTOR
-from tickwork.db.database import fetch_async
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.signals.reactor import Reactor
 from tickwork.signals.types import ReactorContext
 
@@ -25,8 +24,8 @@ class SignalRetention(Reactor):
     sweep_cron = "23 3 * * *"
     organisation_scoped = False
 
-    def __init__(self, statements: Statements, days: float) -> None:
-        self.statements = statements
+    def __init__(self, store: Store, days: float) -> None:
+        self.store = store
         self.days = days
         self.purged = 0
         """Signals the last sweep deleted (or would have, in dry-run)."""
@@ -34,13 +33,11 @@ class SignalRetention(Reactor):
     async def sweep(self, ctx: ReactorContext) -> None:
         purged = 0
         while True:
-            found = await fetch_async(
-                ctx.conn,
-                self.statements["signal_purge"],
-                {"older_than": self.days * DAY, "limit": PURGE_BATCH},
+            deleted = await self.store.signal_purge(
+                ctx.conn, older_than=self.days * DAY, limit=PURGE_BATCH
             )
-            purged += len(found)
-            if len(found) < PURGE_BATCH:
+            purged += deleted
+            if deleted < PURGE_BATCH:
                 break
         self.purged = purged
         log.info("signal retention", extra={"purged": purged, "dry_run": ctx.dry_run})

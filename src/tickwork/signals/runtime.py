@@ -34,24 +34,24 @@ class SignalRuntime:
         settings = app.settings.signals
         self.app = app
         self.pool = pool
-        self.statements = app.db.statements
+        self.store = app.db.store
         self.settings = settings
         self.control = RuntimeControl(settings)
         self.leases = LeaseManager(
             pool,
-            app.db.store,
+            self.store,
             settings.lease,
             [Role.SIGNAL_MASTER, Role.SWEEP_MASTER],
             holder_id=holder_id,
         )
-        args = (pool, self.statements, settings, app.reactors, self.control, self.leases)
+        args = (pool, self.store, settings, app.reactors, self.control, self.leases)
         self.processor = SignalProcessor(*args)
         self.sweeps = SweepScheduler(*args)
 
     async def holder(self, role: str) -> str | None:
         """Who holds ``role`` now, per the database."""
         async with self.pool.connection() as conn:
-            for found in await self.app.db.store.lease_list(conn):
+            for found in await self.store.lease_list(conn):
                 if found.name == role and found.live:
                     return found.holder
         return None

@@ -9,18 +9,18 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import SignalSettings
 from tickwork.control import RuntimeControl
-from tickwork.db.statements import Statements
+from tickwork.db.store import Store
 from tickwork.leases import LeaseManager
 from tickwork.signals.reactor import Reactors
 
 
 @dataclass
 class SignalService:
-    """Base of the lease-gated signal services: their pool, statements, settings, the
+    """Base of the lease-gated signal services: their pool, store, settings, the
     registered reactors, runtime control and the process's lease manager."""
 
     pool: AsyncConnectionPool[Any]
-    statements: Statements
+    store: Store
     settings: SignalSettings
     reactors: Reactors
     control: RuntimeControl

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from tickwork import metrics
-from tickwork.db.database import fetch_async
 from tickwork.errors import NotFoundError, NotLeaderError
 from tickwork.leases import Role
 from tickwork.schedule.cron import CronSchedule
@@ -58,8 +57,7 @@ class SweepScheduler(SignalService):
 
     async def _now(self) -> datetime:
         async with self.pool.connection() as conn:
-            now: datetime = (await fetch_async(conn, self.statements["schedule_now"], {}))[0]["now"]
-            return now
+            return await self.store.schedule_now(conn)
 
     async def run_once(self) -> list[SweepRun]:
         """Run every sweep whose fire time has come (database clock)."""
@@ -114,17 +112,14 @@ class SweepScheduler(SignalService):
         switches = self.control.reactor(reactor.name)
         dry_run = switches.dry_run.effective
         async with self.pool.connection() as conn:
-            started = await fetch_async(
+            started = await self.store.sweep_run_start(
                 conn,
-                self.statements["sweep_run_start"],
-                {
-                    "reactor": reactor.name,
-                    "holder": self.leases.holder_id,
-                    "trigger": trigger,
-                    "dry_run": dry_run,
-                },
+                reactor=reactor.name,
+                holder=self.leases.holder_id,
+                trigger=trigger,
+                dry_run=dry_run,
             )
-        run_id = started[0]["id"]
+        run_id: int = started["id"]
         began = time.monotonic()
         outcome, error = "COMPLETED", None
         try:
@@ -142,11 +137,7 @@ class SweepScheduler(SignalService):
             log.exception("sweep failed", extra={"reactor": reactor.name, "run_id": run_id})
         seconds = time.monotonic() - began
         async with self.pool.connection() as conn:
-            await fetch_async(
-                conn,
-                self.statements["sweep_run_finish"],
-                {"run_id": run_id, "outcome": outcome, "error": error},
-            )
+            await self.store.sweep_run_finish(conn, run_id=run_id, outcome=outcome, error=error)
         metrics.sweep_ran(reactor.name, outcome, seconds)
         log.info(
             "sweep finished",

@@ -47,6 +47,9 @@ Written = Callable[[list[Completion], dict[int, str | None]], None]
 is not the one named like the attempt's outcome, None where the attempt was fenced off."""
 Failed = Callable[[list[Completion], BaseException], None]
 """Called with a batch the database would not take (after the executor's own retries)."""
+Write = Callable[[str], Awaitable[list[tuple[Any, ...]]]]
+"""Writes one batch (its outcomes as one JSON array) with ``job_complete_many``; returns its
+answer, tuples ``(execution id, job state or None)`` of the exceptions."""
 
 
 class Completer:
@@ -54,13 +57,13 @@ class Completer:
 
     def __init__(
         self,
-        execute: Callable[[str, dict[str, Any]], Awaitable[list[tuple[Any, ...]]]],
+        write: Write,
         written: Written,
         failed: Failed,
         *,
         max_batch: int = DEFAULT_COMPLETION_BATCH,
     ) -> None:
-        self._execute = execute
+        self._write_batch = write
         self._written = written
         self._failed = failed
         self._max_batch = max_batch
@@ -95,7 +98,7 @@ class Completer:
             batch = self._pending[: self._max_batch]
             del self._pending[: self._max_batch]
             try:
-                found = await self._execute("job_complete_many", _params(batch))
+                found = await self._write_batch(_outcomes(batch))
             except Exception as exc:
                 self._report(self._failed, batch, exc)
                 continue
@@ -111,10 +114,10 @@ class Completer:
             log.exception("reporting written outcomes failed", extra={"outcomes": len(batch)})
 
 
-def _params(batch: list[Completion]) -> dict[str, Any]:
+def _outcomes(batch: list[Completion]) -> str:
     # One JSON document for the batch: encoded in C here, decoded by the server, far
     # cheaper than one array parameter per column.
-    return {"outcomes": json.dumps([_outcome(c) for c in batch], separators=(",", ":"))}
+    return json.dumps([_outcome(c) for c in batch], separators=(",", ":"))
 
 
 def _outcome(c: Completion) -> dict[str, Any]:

@@ -35,7 +35,8 @@ from pydantic import ValidationError
 
 from tickwork import metrics
 from tickwork.config import WorkerSettings, describe
-from tickwork.db.database import POOL_RECONNECT_TIMEOUT, Row, fetch_async, fetch_tuples_async
+from tickwork.db.database import POOL_RECONNECT_TIMEOUT
+from tickwork.db.store import AsyncConn
 from tickwork.errors import ConfigError, JobCancelled
 from tickwork.limits import MAX_JSON_BYTES, cut, json_refusal
 from tickwork.queue import rows as decode
@@ -181,7 +182,7 @@ class Worker:
         self.run_executor = run_executor
         """False: only the background services (watchdog, scheduler, retention) run."""
         self.on_finished = on_finished
-        self.statements = app.db.statements
+        self.store = app.db.store
         self._inflight: dict[int, _Running] = {}
         self._pool: AsyncConnectionPool[Any] | None = None
         self._claim_pool: AsyncConnectionPool[Any] | None = None  # job_claim only
@@ -276,25 +277,25 @@ class Worker:
         await self._pool.open(wait=True)
         await self._claim_pool.open(wait=True)
         self._threads = HandlerThreads(self.concurrency, thread_name_prefix="tickwork-task")
-        self.retention = Retention(self._pool, self.statements, self.app.settings.retention)
+        self.retention = Retention(self._pool, self.store, self.app.settings.retention)
         self.watchdog = Watchdog(
             self._pool,
-            self.statements,
+            self.store,
             actor=f"watchdog:{self.id}",
             interval=self.settings.watchdog_interval,
             batch=self.settings.watchdog_batch,
         )
-        await self._execute(
-            "worker_register",
-            {
-                "id": self.id,
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "queues": self.queues,
-                "concurrency": self.concurrency,
-                "tasks": self.task_names,
-                "task_options": self._task_options(),
-            },
+        await self._pooled(
+            lambda conn: self.store.worker_register(
+                conn,
+                worker_id=self.id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                queues=self.queues,
+                concurrency=self.concurrency,
+                tasks=self.task_names,
+                task_options=self._task_options(),
+            )
         )
         log.info(
             "worker started",
@@ -310,7 +311,7 @@ class Worker:
         if self._pool is None:
             return
         try:
-            await self._execute("worker_stop", {"id": self.id})
+            await self._pooled(lambda conn: self.store.worker_stop(conn, worker_id=self.id))
         except psycopg.Error as exc:
             log.warning("could not mark worker stopped", extra={"error": str(exc)})
         await self._pool.close()
@@ -465,15 +466,15 @@ class Worker:
         assert self._claim_pool is not None, "worker is not open"
         if not self.app.tasks:
             return []  # e.g. `serve` without an app: no job is for this worker
-        params: dict[str, Any] = {
-            "queues": self.queues,
-            "tasks": list(self.app.tasks),
-            "limit": limit,
-            "worker_id": self.id,
-            "lease_ttl": self.settings.lease_ttl,
-        }
         async with self._claim_pool.connection() as conn:
-            rows = await fetch_tuples_async(conn, self.statements["job_claim"], params)
+            rows = await self.store.job_claim(
+                conn,
+                queues=self.queues,
+                tasks=list(self.app.tasks),
+                limit=limit,
+                worker_id=self.id,
+                lease_ttl=self.settings.lease_ttl,
+            )
         return decode.claimed(rows)
 
     def _start(
@@ -712,7 +713,9 @@ class Worker:
         if not reports:
             return
         try:
-            await self._execute("job_progress_many", {"reports": json.dumps(reports)})
+            await self._pooled(
+                lambda conn: self.store.job_progress_many(conn, reports=json.dumps(reports))
+            )
         except psycopg.DataError as exc:  # not for the database to store: never retried
             log.warning(
                 "progress reports refused", extra={"reports": len(reports), "error": str(exc)}
@@ -725,20 +728,22 @@ class Worker:
 
     async def renew_leases(self) -> None:
         """Extend the leases of every in-flight attempt; react to cancels and lost leases."""
-        await self._execute(
-            "worker_heartbeat",
-            {"id": self.id, "tasks": self.task_names, "task_options": self._task_options()},
+        await self._pooled(
+            lambda conn: self.store.worker_heartbeat(
+                conn,
+                worker_id=self.id,
+                tasks=self.task_names,
+                task_options=self._task_options(),
+            )
         )
         ids = list(self._inflight)
         if not ids:
             return
-        found = await self._execute(
-            "execution_renew_leases",
-            {
-                "job_ids": [self._inflight[i].job.id for i in ids if i in self._inflight],
-                "execution_ids": ids,
-                "lease_ttl": self.settings.lease_ttl,
-            },
+        job_ids = [self._inflight[i].job.id for i in ids if i in self._inflight]
+        found = await self._pooled(
+            lambda conn: self.store.execution_renew_leases(
+                conn, job_ids=job_ids, execution_ids=ids, lease_ttl=self.settings.lease_ttl
+            )
         )
         alive = {row["id"]: row["cancel_requested"] for row in found if row["renewed"]}
         busy = {row["id"] for row in found if not row["renewed"]}
@@ -793,7 +798,7 @@ class Worker:
 
     @property
     def _channels(self) -> tuple[str, str]:
-        return self.statements.channel("jobs"), self.statements.channel("control")
+        return self.store.channel("jobs"), self.store.channel("control")
 
     async def _listen_loop(self) -> None:
         delay = COMPLETE_RETRY_FIRST_DELAY
@@ -878,9 +883,14 @@ class Worker:
         if not left:
             return
         ids = [r.execution_id for r in left]
-        released = await self._execute_with_retry(
-            "execution_release_many",
-            {"job_ids": [r.job.id for r in left], "execution_ids": ids},
+        job_ids = [r.job.id for r in left]
+        released = await self._with_retry(
+            "release of unfinished attempts",
+            lambda: self._pooled(
+                lambda conn: self.store.execution_release_many(
+                    conn, job_ids=job_ids, execution_ids=ids
+                )
+            ),
         )
         for running in left:
             self._inflight.pop(running.execution_id, None)
@@ -893,23 +903,22 @@ class Worker:
 
     # -- database -----------------------------------------------------------------------
 
-    async def _execute(self, name: str, params: dict[str, Any]) -> list[Row]:
+    async def _pooled(self, call: Callable[[AsyncConn], Awaitable[_T]]) -> _T:
+        """Run ``call`` (a store method) on a connection of the worker's pool."""
         assert self._pool is not None, "worker is not open"
         async with self._pool.connection() as conn:
-            return await fetch_async(conn, self.statements[name], params)
+            return await call(conn)
 
-    async def _execute_tuples(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        assert self._pool is not None, "worker is not open"
-        async with self._pool.connection() as conn:
-            return await fetch_tuples_async(conn, self.statements[name], params)
+    async def _complete_many(self, outcomes: str) -> list[tuple[Any, ...]]:
+        """Write one batch of outcomes (JSON text); the exceptions, as tuples."""
+        return await self._with_retry(
+            "outcome write",
+            lambda: self._pooled(
+                lambda conn: self.store.job_complete_many(conn, outcomes=outcomes)
+            ),
+        )
 
-    async def _complete_many(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        return await self._with_retry(name, lambda: self._execute_tuples(name, params))
-
-    async def _execute_with_retry(self, name: str, params: dict[str, Any]) -> list[Row]:
-        return await self._with_retry(name, lambda: self._execute(name, params))
-
-    async def _with_retry(self, name: str, call: Callable[[], Awaitable[_T]]) -> _T:
+    async def _with_retry(self, operation: str, call: Callable[[], Awaitable[_T]]) -> _T:
         # An outcome must not be lost to a brief outage. Retry for about one lease TTL; after
         # that the watchdog reclaims the attempt anyway and a late write would be fenced.
         delay = COMPLETE_RETRY_FIRST_DELAY
@@ -922,7 +931,7 @@ class Worker:
                     raise
                 log.warning(
                     "database unavailable; retrying",
-                    extra={"statement": name, "error": str(exc), "retry_in": delay},
+                    extra={"operation": operation, "error": str(exc), "retry_in": delay},
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX_DELAY)

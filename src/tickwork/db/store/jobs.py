@@ -1,8 +1,73 @@
-"""Statements of ``sql/jobs.sql``."""
+"""Statements of ``sql/jobs.sql``, and ``execution_list_for_job`` (a job's attempts, as
+operators read them)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
 from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
+
+
+class NewJob(Protocol):
+    """A validated job to insert, as the enqueue path builds it (its arguments travel apart,
+    as JSON text)."""
+
+    queue: str
+    task: str
+    priority: int
+    max_attempts: int
+    run_at: datetime | None
+    timeout: float | None
+    unique_key: str | None
+    created_by: str
+
+
+INSERT_MANY_COLUMNS = (
+    "queue",
+    "task",
+    "priority",
+    "max_attempts",
+    "run_at",
+    "timeout",
+    "unique_key",
+    "created_by",
+)
+"""The columns job_insert_many takes as one array each (or one value for all)."""
+
+
+def _insert_params(job: NewJob, args: str) -> dict[str, Any]:
+    return {
+        "queue": job.queue,
+        "task": job.task,
+        "args": args,
+        "priority": job.priority,
+        "max_attempts": job.max_attempts,
+        "run_at": job.run_at,
+        "timeout": job.timeout,
+        "unique_key": job.unique_key,
+        "created_by": job.created_by,
+    }
+
+
+def _insert_many_params(jobs: Sequence[NewJob], args: str) -> dict[str, Any]:
+    params: dict[str, Any] = {"args": args}
+    for column in INSERT_MANY_COLUMNS:
+        values = [getattr(job, column) for job in jobs]
+        first = values[0]
+        # the same value for every job travels once (see job_insert_many). Equal values
+        # store the same (1 and 1.0 as float8), except datetimes: == ignores `fold`, so the
+        # two 02:30s of a DST change in one zone compare equal; run_at must be the very object.
+        if column == "run_at":
+            same = all(v is first for v in values)
+        else:
+            same = values.count(first) == len(values)
+        if same:
+            params[column], params[column + "_all"] = [], first
+        else:
+            params[column], params[column + "_all"] = values, None
+    return params
 
 
 class JobStatements(Runner):
@@ -17,3 +82,86 @@ class JobStatements(Runner):
         """:meth:`job_get` on a sync connection."""
         found = self._rows_sync(conn, "job_get", {"job_id": job_id})
         return found[0] if found else None
+
+    async def job_insert(self, conn: AsyncConn, *, job: NewJob, args: str) -> Row:
+        """Enqueue one job (``args``: its arguments as JSON text); the answer row: ``id``,
+        ``existing`` (the whole job holding its unique key as a document, else None),
+        ``created_at``."""
+        return (await self._rows(conn, "job_insert", _insert_params(job, args)))[0]
+
+    def job_insert_sync(self, conn: Conn, *, job: NewJob, args: str) -> Row:
+        """:meth:`job_insert` on a sync connection."""
+        return self._rows_sync(conn, "job_insert", _insert_params(job, args))[0]
+
+    async def job_insert_many(self, conn: AsyncConn, *, jobs: Sequence[NewJob], args: str) -> Row:
+        """Enqueue a batch in input order (``args``: their arguments as one JSON array); the
+        answer row: ``ids`` of the new jobs, ``duplicates`` (the whole jobs holding a key sent,
+        as documents), ``created_at``."""
+        return (await self._rows(conn, "job_insert_many", _insert_many_params(jobs, args)))[0]
+
+    def job_insert_many_sync(self, conn: Conn, *, jobs: Sequence[NewJob], args: str) -> Row:
+        """:meth:`job_insert_many` on a sync connection."""
+        return self._rows_sync(conn, "job_insert_many", _insert_many_params(jobs, args))[0]
+
+    async def job_cancel(self, conn: AsyncConn, *, job_ids: Sequence[int], actor: str) -> list[Row]:
+        """Cancel these jobs (a RUNNING one: request it); rows ``id, previous_state, state``
+        per job found, ``state`` None where cancelling does not apply."""
+        return await self._rows(conn, "job_cancel", {"job_ids": list(job_ids), "actor": actor})
+
+    def job_cancel_sync(self, conn: Conn, *, job_ids: Sequence[int], actor: str) -> list[Row]:
+        """:meth:`job_cancel` on a sync connection."""
+        return self._rows_sync(conn, "job_cancel", {"job_ids": list(job_ids), "actor": actor})
+
+    async def job_retry(self, conn: AsyncConn, *, job_ids: Sequence[int], actor: str) -> list[Row]:
+        """Send these DEAD_LETTER or FAILED jobs back to PENDING now; rows ``id,
+        previous_state, state`` per job found, ``state`` None where retrying does not apply."""
+        return await self._rows(conn, "job_retry", {"job_ids": list(job_ids), "actor": actor})
+
+    def job_retry_sync(self, conn: Conn, *, job_ids: Sequence[int], actor: str) -> list[Row]:
+        """:meth:`job_retry` on a sync connection."""
+        return self._rows_sync(conn, "job_retry", {"job_ids": list(job_ids), "actor": actor})
+
+    async def job_list(
+        self,
+        conn: AsyncConn,
+        *,
+        states: Sequence[str] | None,
+        queue: str | None,
+        task: str | None,
+        schedule_id: int | None,
+        created_from: datetime | None,
+        created_to: datetime | None,
+        finished_from: datetime | None,
+        finished_to: datetime | None,
+        before_id: int | None,
+        limit: int,
+        value_cap: int,
+    ) -> list[Row]:
+        """Up to ``limit`` jobs the filters select (None: not filtering), newest first, older
+        than ``before_id``; arguments and results over ``value_cap`` bytes of JSON left out
+        (NULL, named in ``omitted``)."""
+        return await self._rows(
+            conn,
+            "job_list",
+            {
+                "states": None if states is None else list(states),
+                "queue": queue,
+                "task": task,
+                "schedule_id": schedule_id,
+                "created_from": created_from,
+                "created_to": created_to,
+                "finished_from": finished_from,
+                "finished_to": finished_to,
+                "before_id": before_id,
+                "limit": limit,
+                "value_cap": value_cap,
+            },
+        )
+
+    async def execution_list_for_job(self, conn: AsyncConn, *, job_id: int) -> list[Row]:
+        """Every attempt (execution row) of one job, oldest first."""
+        return await self._rows(conn, "execution_list_for_job", {"job_id": job_id})
+
+    def execution_list_for_job_sync(self, conn: Conn, *, job_id: int) -> list[Row]:
+        """:meth:`execution_list_for_job` on a sync connection."""
+        return self._rows_sync(conn, "execution_list_for_job", {"job_id": job_id})

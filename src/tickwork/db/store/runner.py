@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -35,27 +34,22 @@ class StatementTimes:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts: dict[str, list[int]] = {}
-        self._sums: dict[str, float] = {}
+        self._rows: dict[str, list[float]] = {}  # name -> counts per bucket, +Inf, then sum
 
     def observe(self, name: str, seconds: float) -> None:
         """Count one run of ``name`` that took ``seconds``."""
         bucket = bisect_left(STATEMENT_BUCKETS, seconds)
         with self._lock:
-            counts = self._counts.get(name)
-            if counts is None:
-                counts = self._counts[name] = [0] * (len(STATEMENT_BUCKETS) + 1)
-                self._sums[name] = 0.0
-            counts[bucket] += 1
-            self._sums[name] += seconds
+            row = self._rows.get(name)
+            if row is None:
+                row = self._rows[name] = [0.0] * (len(STATEMENT_BUCKETS) + 2)
+            row[bucket] += 1
+            row[-1] += seconds
 
-    def snapshot(self) -> Iterator[tuple[str, list[int], float]]:
-        """``(name, counts per bucket (+Inf last), sum)`` for every statement run so far."""
+    def snapshot(self) -> dict[str, list[float]]:
+        """``{name: [count per bucket..., count over the last bound, sum of seconds]}``."""
         with self._lock:
-            taken = [
-                (name, list(counts), self._sums[name]) for name, counts in self._counts.items()
-            ]
-        yield from sorted(taken)
+            return {name: list(row) for name, row in self._rows.items()}
 
 
 TIMES = StatementTimes()

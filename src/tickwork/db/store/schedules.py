@@ -2,13 +2,158 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from uuid import UUID
 
 from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
 
 
 class ScheduleStatements(Runner):
     """One method per statement of ``sql/schedules.sql``."""
+
+    async def schedule_upsert(
+        self,
+        conn: AsyncConn,
+        *,
+        name: str,
+        task: str,
+        args: str,
+        cron: str,
+        timezone: str,
+        queue: str | None,
+        priority: int | None,
+        misfire: str,
+        misfire_limit: int,
+        overlap: str,
+        next_run_at: datetime,
+        origin: str,
+        task_queue: str | None,
+        task_priority: int | None,
+        task_max_attempts: int | None,
+        task_timeout: float | None,
+        defined_by: Sequence[UUID],
+        stale_after: float,
+    ) -> Row:
+        """Write a code-defined schedule by name (``args``: JSON text), keeping its next fire
+        time unless cron or time zone changed, recorded as defined by the workers
+        ``defined_by`` and the others still live (seen within ``stale_after`` seconds); its
+        row."""
+        return (
+            await self._rows(
+                conn,
+                "schedule_upsert",
+                {
+                    "name": name,
+                    "task": task,
+                    "args": args,
+                    "cron": cron,
+                    "timezone": timezone,
+                    "queue": queue,
+                    "priority": priority,
+                    "misfire": misfire,
+                    "misfire_limit": misfire_limit,
+                    "overlap": overlap,
+                    "next_run_at": next_run_at,
+                    "origin": origin,
+                    "task_queue": task_queue,
+                    "task_priority": task_priority,
+                    "task_max_attempts": task_max_attempts,
+                    "task_timeout": task_timeout,
+                    "defined_by": list(defined_by),
+                    "stale_after": stale_after,
+                },
+            )
+        )[0]
+
+    async def schedule_retarget(
+        self,
+        conn: AsyncConn,
+        *,
+        tasks: Sequence[str],
+        queues: Sequence[str],
+        priorities: Sequence[int],
+        max_attempts: Sequence[int],
+        timeouts: Sequence[float | None],
+    ) -> None:
+        """Give the operator-stored schedules of ``tasks`` those tasks' registration (the
+        other sequences, one item per task), where it differs."""
+        await self._rows(
+            conn,
+            "schedule_retarget",
+            {
+                "tasks": list(tasks),
+                "queues": list(queues),
+                "priorities": list(priorities),
+                "max_attempts": list(max_attempts),
+                "timeouts": list(timeouts),
+            },
+        )
+
+    async def schedule_now(self, conn: AsyncConn) -> datetime:
+        """The database's clock."""
+        now: datetime = (await self._rows(conn, "schedule_now", {}))[0]["now"]
+        return now
+
+    async def schedule_due_lock(self, conn: AsyncConn, *, limit: int) -> list[Row]:
+        """Lock up to ``limit`` due schedules (enabled, not paused), skipping those another
+        tick holds; their rows, each with ``db_now``, earliest due first."""
+        return await self._rows(conn, "schedule_due_lock", {"limit": limit})
+
+    async def schedule_active_job(self, conn: AsyncConn, *, schedule_id: int) -> bool:
+        """Whether a job of the schedule is still pending, awaiting retry or running."""
+        active: bool = (
+            await self._rows(conn, "schedule_active_job", {"schedule_id": schedule_id})
+        )[0]["active"]
+        return active
+
+    async def schedule_fire(
+        self,
+        conn: AsyncConn,
+        *,
+        queue: str,
+        task: str,
+        args: str,
+        priority: int,
+        max_attempts: int,
+        timeout: float | None,
+        schedule_name: str,
+        schedule_id: int,
+        fire_times: Sequence[datetime],
+    ) -> list[Row]:
+        """Enqueue one job per fire time (``args``: JSON text) unless that fire time already
+        has its job, and wake the queue's workers; rows ``id, fire_time, notified`` of the
+        jobs created, by fire time."""
+        return await self._rows(
+            conn,
+            "schedule_fire",
+            {
+                "queue": queue,
+                "task": task,
+                "args": args,
+                "priority": priority,
+                "max_attempts": max_attempts,
+                "timeout": timeout,
+                "schedule_name": schedule_name,
+                "schedule_id": schedule_id,
+                "fire_times": list(fire_times),
+            },
+        )
+
+    async def schedule_advance(
+        self,
+        conn: AsyncConn,
+        *,
+        schedule_id: int,
+        next_run_at: datetime,
+        last_fire_at: datetime | None,
+    ) -> None:
+        """Store a schedule's next fire time, and its last fire time when one ran."""
+        await self._rows(
+            conn,
+            "schedule_advance",
+            {"schedule_id": schedule_id, "next_run_at": next_run_at, "last_fire_at": last_fire_at},
+        )
 
     async def schedule_get(self, conn: AsyncConn, *, name: str) -> Row | None:
         """One schedule's row, or None."""
@@ -27,11 +172,6 @@ class ScheduleStatements(Runner):
     def schedule_list_sync(self, conn: Conn) -> list[Row]:
         """:meth:`schedule_list` on a sync connection."""
         return self._rows_sync(conn, "schedule_list", {})
-
-    async def schedule_now(self, conn: AsyncConn) -> datetime:
-        """The database's clock."""
-        now: datetime = (await self._rows(conn, "schedule_now", {}))[0]["now"]
-        return now
 
     def schedule_set_paused_sync(
         self, conn: Conn, *, name: str, paused: bool, actor: str
@@ -74,4 +214,126 @@ class ScheduleStatements(Runner):
                 "max_attempts": max_attempts,
                 "timeout": timeout,
             },
+        )
+
+    async def schedule_create(
+        self,
+        conn: AsyncConn,
+        *,
+        name: str,
+        task: str,
+        args: str,
+        cron: str,
+        timezone: str,
+        queue: str | None,
+        priority: int | None,
+        misfire: str,
+        misfire_limit: int,
+        overlap: str,
+        enabled: bool,
+        next_run_at: datetime,
+        task_queue: str | None,
+        task_priority: int | None,
+        task_max_attempts: int | None,
+        task_timeout: float | None,
+        actor: str,
+    ) -> Row | None:
+        """Store an operator's schedule (``args``: JSON text), audited; its row, or None when
+        the name is taken."""
+        found = await self._rows(
+            conn,
+            "schedule_create",
+            {
+                "name": name,
+                "task": task,
+                "args": args,
+                "cron": cron,
+                "timezone": timezone,
+                "queue": queue,
+                "priority": priority,
+                "misfire": misfire,
+                "misfire_limit": misfire_limit,
+                "overlap": overlap,
+                "enabled": enabled,
+                "next_run_at": next_run_at,
+                "task_queue": task_queue,
+                "task_priority": task_priority,
+                "task_max_attempts": task_max_attempts,
+                "task_timeout": task_timeout,
+                "actor": actor,
+            },
+        )
+        return found[0] if found else None
+
+    async def schedule_edit(
+        self,
+        conn: AsyncConn,
+        *,
+        name: str,
+        task: str,
+        args: str,
+        cron: str,
+        timezone: str,
+        queue: str | None,
+        priority: int | None,
+        misfire: str,
+        misfire_limit: int,
+        overlap: str,
+        enabled: bool,
+        next_run_at: datetime,
+        task_queue: str | None,
+        task_priority: int | None,
+        task_max_attempts: int | None,
+        task_timeout: float | None,
+        actor: str,
+        changes: str,
+    ) -> Row | None:
+        """Replace an operator-stored schedule's definition (``args``: JSON text; its next
+        fire time ``next_run_at`` only when cron or time zone changed or it is enabled again),
+        audited with ``changes`` (JSON text); its row, or None when no such schedule of
+        origin "api" exists."""
+        found = await self._rows(
+            conn,
+            "schedule_edit",
+            {
+                "name": name,
+                "task": task,
+                "args": args,
+                "cron": cron,
+                "timezone": timezone,
+                "queue": queue,
+                "priority": priority,
+                "misfire": misfire,
+                "misfire_limit": misfire_limit,
+                "overlap": overlap,
+                "enabled": enabled,
+                "next_run_at": next_run_at,
+                "task_queue": task_queue,
+                "task_priority": task_priority,
+                "task_max_attempts": task_max_attempts,
+                "task_timeout": task_timeout,
+                "actor": actor,
+                "changes": changes,
+            },
+        )
+        return found[0] if found else None
+
+    async def schedule_delete(
+        self, conn: AsyncConn, *, name: str, actor: str, stale_after: float
+    ) -> Row | None:
+        """Delete a schedule, audited: one stored by an operator always, one defined in code
+        only when no live worker (seen within ``stale_after`` seconds) defines it; its row
+        ``name, origin``, or None when nothing was deleted."""
+        found = await self._rows(
+            conn, "schedule_delete", {"name": name, "actor": actor, "stale_after": stale_after}
+        )
+        return found[0] if found else None
+
+    async def schedule_definers(
+        self, conn: AsyncConn, *, name: str, stale_after: float
+    ) -> list[Row]:
+        """The live workers (seen within ``stale_after`` seconds) that define a code schedule;
+        rows ``id, host, pid``, oldest first."""
+        return await self._rows(
+            conn, "schedule_definers", {"name": name, "stale_after": stale_after}
         )

@@ -1,9 +1,244 @@
-"""Statements of ``sql/signals.sql``."""
+"""Statements of ``sql/signals.sql``: signals, their per-reactor delivery and sweep runs.
+
+Rows stay rows here: :class:`tickwork.signals.types.Signal` sits in a package whose
+``__init__`` imports the publisher (and so ``db``), which a module of ``db`` cannot import back
+while ``db`` is loading.
+"""
 
 from __future__ import annotations
 
-from tickwork.db.store.runner import Runner
+from collections.abc import Sequence
+from datetime import datetime
+
+from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
 
 
 class SignalStatements(Runner):
     """One method per statement of ``sql/signals.sql``."""
+
+    async def signal_emit(
+        self,
+        conn: AsyncConn,
+        *,
+        signal_type: str,
+        entity_type: str | None,
+        entity_id: str | None,
+        aggregate_key: str | None,
+        organisation_id: str | None,
+        payload: str | None,
+        window: float,
+        max_retries: int,
+    ) -> Row:
+        """Squash into the PENDING signal of the same type and key (its deadline slides to
+        now + ``window`` seconds, ``payload``, JSON text, replaces its own) or insert a new
+        one; its row ``id, squashed, process_after``."""
+        return (
+            await self._rows(
+                conn,
+                "signal_emit",
+                {
+                    "signal_type": signal_type,
+                    "entity_type": entity_type,
+                    "entity_id": entity_id,
+                    "aggregate_key": aggregate_key,
+                    "organisation_id": organisation_id,
+                    "payload": payload,
+                    "window": window,
+                    "max_retries": max_retries,
+                },
+            )
+        )[0]
+
+    def signal_emit_sync(
+        self,
+        conn: Conn,
+        *,
+        signal_type: str,
+        entity_type: str | None,
+        entity_id: str | None,
+        aggregate_key: str | None,
+        organisation_id: str | None,
+        payload: str | None,
+        window: float,
+        max_retries: int,
+    ) -> Row:
+        """:meth:`signal_emit` on a sync connection."""
+        return self._rows_sync(
+            conn,
+            "signal_emit",
+            {
+                "signal_type": signal_type,
+                "entity_type": entity_type,
+                "entity_id": entity_id,
+                "aggregate_key": aggregate_key,
+                "organisation_id": organisation_id,
+                "payload": payload,
+                "window": window,
+                "max_retries": max_retries,
+            },
+        )[0]
+
+    async def signal_claim(self, conn: AsyncConn, *, limit: int, stuck_after: float) -> list[Row]:
+        """Take up to ``limit`` signals for processing: matured PENDING ones, PROCESSING ones
+        whose reactor retry is due, and those a processor left (claimed more than
+        ``stuck_after`` seconds ago; DEAD past their retries); their ``signals`` rows, each
+        with ``recovered``."""
+        return await self._rows(conn, "signal_claim", {"limit": limit, "stuck_after": stuck_after})
+
+    async def signal_reactor_begin(self, conn: AsyncConn, *, signal_id: int, reactor: str) -> Row:
+        """Start (and lock) one reactor's delivery of one signal; its row ``status,
+        retry_count, retry_not_due``."""
+        return (
+            await self._rows(
+                conn, "signal_reactor_begin", {"signal_id": signal_id, "reactor": reactor}
+            )
+        )[0]
+
+    async def signal_reactor_complete(
+        self, conn: AsyncConn, *, signal_id: int, reactor: str, dry_run: bool
+    ) -> None:
+        """Record that the reactor handled the signal (in dry-run mode or not)."""
+        await self._rows(
+            conn,
+            "signal_reactor_complete",
+            {"signal_id": signal_id, "reactor": reactor, "dry_run": dry_run},
+        )
+
+    async def signal_reactor_fail(
+        self,
+        conn: AsyncConn,
+        *,
+        signal_id: int,
+        reactor: str,
+        error: str,
+        max_retries: int,
+        backoff: float,
+        backoff_cap: float,
+    ) -> Row:
+        """Record that the reactor raised ``error``: FAILED with a retry due after an
+        exponential backoff (seconds, capped) while retries remain, then DEAD; its row
+        ``status, retry_count, next_retry_at``."""
+        return (
+            await self._rows(
+                conn,
+                "signal_reactor_fail",
+                {
+                    "signal_id": signal_id,
+                    "reactor": reactor,
+                    "error": error,
+                    "max_retries": max_retries,
+                    "backoff": backoff,
+                    "backoff_cap": backoff_cap,
+                },
+            )
+        )[0]
+
+    async def signal_settle(
+        self, conn: AsyncConn, *, signal_id: int, reactors: Sequence[str]
+    ) -> Row | None:
+        """Derive a PROCESSING signal's status from the deliveries of the ``reactors`` it was
+        routed to; its row ``status, next_retry_at, dead_reactors``, or None when it was not
+        PROCESSING."""
+        found = await self._rows(
+            conn, "signal_settle", {"signal_id": signal_id, "reactors": list(reactors)}
+        )
+        return found[0] if found else None
+
+    async def signal_list(
+        self,
+        conn: AsyncConn,
+        *,
+        statuses: Sequence[str] | None,
+        signal_type: str | None,
+        aggregate_key: str | None,
+        organisation_id: str | None,
+        created_from: datetime | None,
+        created_to: datetime | None,
+        limit: int,
+        before_id: int | None,
+    ) -> list[Row]:
+        """Up to ``limit`` signals matching every filter given (None: not filtering), older
+        than ``before_id`` when given; their ``signals`` rows, newest first."""
+        return await self._rows(
+            conn,
+            "signal_list",
+            {
+                "statuses": None if statuses is None else list(statuses),
+                "signal_type": signal_type,
+                "aggregate_key": aggregate_key,
+                "organisation_id": organisation_id,
+                "created_from": created_from,
+                "created_to": created_to,
+                "limit": limit,
+                "before_id": before_id,
+            },
+        )
+
+    async def signal_get(self, conn: AsyncConn, *, signal_id: int) -> Row | None:
+        """One signal's ``signals`` row, or None."""
+        found = await self._rows(conn, "signal_get", {"signal_id": signal_id})
+        return found[0] if found else None
+
+    async def signal_deliveries(self, conn: AsyncConn, *, signal_id: int) -> list[Row]:
+        """A signal's ``signal_reactor_status`` rows, by reactor name."""
+        return await self._rows(conn, "signal_deliveries", {"signal_id": signal_id})
+
+    async def signal_type_exists(self, conn: AsyncConn, *, signal_type: str) -> bool:
+        """Whether any stored signal has this type."""
+        exists: bool = (await self._rows(conn, "signal_type_exists", {"signal_type": signal_type}))[
+            0
+        ]["exists"]
+        return exists
+
+    async def signal_stats(self, conn: AsyncConn) -> list[Row]:
+        """Rows ``status, signal_type, n, oldest_created_at``, by status and type."""
+        return await self._rows(conn, "signal_stats", {})
+
+    async def signal_stuck(self, conn: AsyncConn, *, older_than: float, limit: int) -> list[Row]:
+        """Up to ``limit`` signals PROCESSING longer than ``older_than`` seconds with no retry
+        scheduled; their ``signals`` rows, longest claimed first."""
+        return await self._rows(conn, "signal_stuck", {"older_than": older_than, "limit": limit})
+
+    async def signal_retry(self, conn: AsyncConn, *, signal_id: int, actor: str) -> Row | None:
+        """Send a DEAD signal back to PENDING, audited, unless a fresher PENDING signal holds
+        its type and key; its row ``previous_status, superseded_by, reset``, or None when no
+        such signal exists."""
+        found = await self._rows(conn, "signal_retry", {"signal_id": signal_id, "actor": actor})
+        return found[0] if found else None
+
+    async def signal_cancel(self, conn: AsyncConn, *, signal_id: int, actor: str) -> Row | None:
+        """Complete a PENDING signal without processing, audited; its row ``previous_status,
+        cancelled``, or None when no such signal exists."""
+        found = await self._rows(conn, "signal_cancel", {"signal_id": signal_id, "actor": actor})
+        return found[0] if found else None
+
+    async def signal_purge(self, conn: AsyncConn, *, older_than: float, limit: int) -> int:
+        """Delete up to ``limit`` COMPLETED and DEAD signals settled more than ``older_than``
+        seconds ago; how many it deleted."""
+        return len(
+            await self._rows(conn, "signal_purge", {"older_than": older_than, "limit": limit})
+        )
+
+    async def sweep_run_start(
+        self, conn: AsyncConn, *, reactor: str, holder: str, trigger: str, dry_run: bool
+    ) -> Row:
+        """Record that a reactor's sweep started; its row ``id, started_at``."""
+        return (
+            await self._rows(
+                conn,
+                "sweep_run_start",
+                {"reactor": reactor, "holder": holder, "trigger": trigger, "dry_run": dry_run},
+            )
+        )[0]
+
+    async def sweep_run_finish(
+        self, conn: AsyncConn, *, run_id: int, outcome: str, error: str | None
+    ) -> None:
+        """Record how a sweep run ended (``outcome``, and its error when it failed)."""
+        await self._rows(
+            conn, "sweep_run_finish", {"run_id": run_id, "outcome": outcome, "error": error}
+        )
+
+    async def sweep_run_latest(self, conn: AsyncConn) -> list[Row]:
+        """The ``sweep_runs`` row of each reactor's last sweep."""
+        return await self._rows(conn, "sweep_run_latest", {})
