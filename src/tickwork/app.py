@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
     from tickwork.health import Health
+    from tickwork.leases import LeaseManager
     from tickwork.schedule.scheduler import SchedulerService, ScheduleSpec, StoredSchedule
     from tickwork.worker.worker import Worker
 
@@ -288,8 +289,12 @@ class App:
             raise ScheduleError("name", name, "is not a stored schedule")
         return found
 
-    def scheduler_service(self, pool: AsyncConnectionPool[Any]) -> SchedulerService:
-        """The SCHEDULER-lease-gated tick for this app's schedules, on ``pool``."""
+    def scheduler_service(
+        self, pool: AsyncConnectionPool[Any], leases: LeaseManager | None = None
+    ) -> SchedulerService:
+        """The SCHEDULER-lease-gated tick for this app's schedules, on ``pool``; the role is
+        added to ``leases`` (the process's lease manager), or to a manager of its own whose
+        heartbeat the caller runs."""
         from tickwork.leases import LeaseManager, Role
         from tickwork.schedule.scheduler import Scheduler, SchedulerService
 
@@ -298,7 +303,9 @@ class App:
             self.db.store,
             lambda name: self.tasks[name].options if name in self.tasks else None,
         )
-        leases = LeaseManager(pool, self.db.store, self.settings.leases, [Role.SCHEDULER])
+        if leases is None:
+            leases = LeaseManager(pool, self.db.store, self.settings.leases, [])
+        leases.compete([Role.SCHEDULER], self.settings.leases)
         return SchedulerService(scheduler, leases, interval=self.settings.scheduler.interval)
 
     def get_task(self, name: str) -> Task[Any, Any]:

@@ -1,7 +1,9 @@
 """Leader leases: named roles held in a row by one process at a time, on the database clock.
 
-Every process competing for roles runs a :class:`LeaseManager`. Each heartbeat it acquires
-or renews all its roles with ONE statement (``lease_attempt_elect``): a lease is taken over
+Every process competing for roles runs ONE :class:`LeaseManager` (one holder id), whatever
+services it hosts: each adds the roles it needs (:meth:`LeaseManager.compete`), each with its
+own time to live. Each heartbeat the manager acquires or renews all its roles with ONE
+statement (``lease_attempt_elect``): a lease is taken over
 only when it is the holder's own or has expired. The answer lists the roles held and the
 database's now(), which the manager turns into a local deadline measured from *before* the
 request was sent, so a holder never believes it holds a lease later than the database says
@@ -22,10 +24,10 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
@@ -35,6 +37,7 @@ from tickwork.db.store import Store
 from tickwork.service import run_periodically
 
 log = logging.getLogger("tickwork.leases")
+T = TypeVar("T")
 
 
 class Role(enum.StrEnum):
@@ -42,10 +45,11 @@ class Role(enum.StrEnum):
 
     SCHEDULER = "SCHEDULER"
     """Materialises due schedules into jobs."""
-    WATCHDOG = "WATCHDOG"
-    """Reclaims attempts whose lease expired (safe without it; the lease saves duplicate scans)."""
     RETENTION = "RETENTION"
-    """Deletes finished jobs past their window."""
+    """Deletes finished jobs past their window (one process at a time: a second deleting the
+    same rows would only wait on the first's locks). The watchdog has no lease: every
+    executor process reclaims expired attempts (SKIP LOCKED), so recovery never waits for a
+    lease to change hands."""
     SIGNAL_MASTER = "SIGNAL_MASTER"
     """Processes matured signals."""
     SWEEP_MASTER = "SWEEP_MASTER"
@@ -71,7 +75,8 @@ class ElectionResult:
 
 
 class LeaseManager:
-    """Competes for ``roles`` every heartbeat; :meth:`holds` answers from a local deadline."""
+    """Competes for ``roles`` (and those added by :meth:`compete`) every heartbeat;
+    :meth:`holds` answers from a local deadline."""
 
     def __init__(
         self,
@@ -84,13 +89,38 @@ class LeaseManager:
     ) -> None:
         self.pool = pool
         self.store = store
-        self.settings = settings
-        self.roles = sorted({str(r) for r in roles})
+        self.heartbeat = settings.heartbeat
+        """Seconds between heartbeats: the shortest of the roles' settings."""
+        self._ttls: dict[str, float] = {str(role): settings.ttl for role in roles}
         self.holder_id = holder_id or new_holder_id()
         self._deadlines: dict[str, float] = {}  # role -> time.monotonic() deadline
         # one heartbeat at a time: two at once (the first heartbeat of `run` and a caller's
         # own) would each see a role gained, and log it twice for one holder
         self._heartbeat = asyncio.Lock()
+
+    @property
+    def roles(self) -> list[str]:
+        """The roles this process competes for."""
+        return sorted(self._ttls)
+
+    def compete(self, roles: Iterable[str], settings: LeaseSettings) -> None:
+        """Compete for ``roles`` too, each held for ``settings.ttl`` once won; heartbeats come
+        at the shortest of the heartbeats asked for. Takes effect at the next heartbeat (call
+        :meth:`run_once` to take them now)."""
+        for role in roles:
+            self._ttls[str(role)] = settings.ttl
+        self.heartbeat = min(self.heartbeat, settings.heartbeat)
+
+    def gate(
+        self, role: str, run_once: Callable[[], Awaitable[T]]
+    ) -> Callable[[], Awaitable[T | None]]:
+        """``run_once`` run only while this process holds ``role`` (None otherwise): how a
+        singleton service's pass is gated."""
+
+        async def gated() -> T | None:
+            return await run_once() if self.holds(role) else None
+
+        return gated
 
     def holds(self, role: str) -> bool:
         """True while this process holds ``role`` (never past the database's expiry)."""
@@ -109,7 +139,7 @@ class LeaseManager:
             sent = time.monotonic()
             async with self.pool.connection() as conn:
                 found = await self.store.lease_attempt_elect(
-                    conn, holder=self.holder_id, names=self.roles, ttl=self.settings.ttl
+                    conn, holder=self.holder_id, ttls=dict(self._ttls)
                 )
             self._deadlines = {
                 row["name"]: sent + (row["expires_at"] - row["db_now"]).total_seconds()
@@ -134,7 +164,7 @@ class LeaseManager:
         so a heartbeat never comes later than ``leases.heartbeat``."""
         await run_periodically(
             self.run_once,
-            interval=self.settings.heartbeat * 0.95,
+            interval=lambda: self.heartbeat * 0.95,
             jitter=0.05,
             stop=stop,
             log=log,

@@ -19,13 +19,14 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 import uvicorn
 
 from tickwork.errors import ConfigError, TickworkError
+from tickwork.leases import LeaseManager
 from tickwork.worker.run import exit_past_running_handlers, handle_stop_signals
 
 if TYPE_CHECKING:
@@ -128,21 +129,6 @@ def run(app: App, options: ServeOptions, out: TextIO = sys.stdout) -> None:
             exit_past_running_handlers(worker)
 
 
-def _with_roles(app: App, roles: Iterable[str]) -> None:
-    chosen = set(roles)
-    settings = app.settings
-    app.settings = settings.model_copy(
-        update={
-            "scheduler": settings.scheduler.model_copy(
-                update={"enabled": settings.scheduler.enabled and "scheduler" in chosen}
-            ),
-            "retention": settings.retention.model_copy(
-                update={"enabled": settings.retention.enabled and "retention" in chosen}
-            ),
-        }
-    )
-
-
 async def _serve(
     app: App,
     options: ServeOptions,
@@ -152,7 +138,6 @@ async def _serve(
 ) -> None:
     from tickwork.auth import AuthService
 
-    _with_roles(app, options.roles)
     await asyncio.to_thread(app.migrate)
     # API requests wait this long for a connection, then answer 503 (so do the services
     # sharing the pool, which retry on their own)
@@ -175,25 +160,33 @@ async def _serve(
     handle_stop_signals(loop, on_signal)
 
     running: list[asyncio.Task[None]] = []
+    background_stop = asyncio.Event()
+    # one lease manager (one holder id) for every lease-gated service of this process: the
+    # services add their roles to it, and it heartbeats them all in one statement
+    leases = LeaseManager(pool, app.db.store, app.settings.leases, [])
     if options.roles & {"executor", "scheduler", "watchdog", "retention"}:
         worker = app.worker(
             queues=options.queues,
             concurrency=options.concurrency,
             run_executor="executor" in options.roles,
             run_watchdog="watchdog" in options.roles,
+            run_scheduler=app.settings.scheduler.enabled and "scheduler" in options.roles,
+            run_retention=app.settings.retention.enabled and "retention" in options.roles,
+            leases=leases,
         )
         started.append(worker)
         running.append(asyncio.create_task(worker.run(), name="tickwork-worker"))
 
     signal_runtime = None
-    background_stop = asyncio.Event()
     if "signals" in options.roles:
         from tickwork.signals.runtime import SignalRuntime
 
-        signal_runtime = SignalRuntime(app, pool)
+        signal_runtime = SignalRuntime(app, pool, leases=leases)
         running.append(
             asyncio.create_task(signal_runtime.run(background_stop), name="tickwork-signals")
         )
+    if options.roles & {"scheduler", "retention", "signals"}:
+        running.append(asyncio.create_task(leases.run(background_stop), name="tickwork-leases"))
 
     server = None
     if sock is not None:

@@ -19,22 +19,23 @@ of many processes do not fire in step."""
 async def run_periodically(
     run_once: Callable[[], Awaitable[Any]],
     *,
-    interval: float,
+    interval: float | Callable[[], float],
     stop: asyncio.Event,
     log: logging.Logger,
     name: str,
     jitter: float = DEFAULT_JITTER,
 ) -> None:
-    """Call ``run_once`` every ``interval`` seconds until ``stop`` is set (or the task is
-    cancelled). A database error is logged and the next pass comes on schedule; anything
-    else propagates."""
+    """Call ``run_once`` every ``interval`` seconds (a callable: asked before each wait) until
+    ``stop`` is set (or the task is cancelled). A database error is logged and the next pass
+    comes on schedule; anything else propagates."""
     while not stop.is_set():
         try:
             await run_once()
         except (psycopg.Error, OSError) as exc:
             log.error(f"{name} failed", extra={"error": str(exc)})
         raise_if_cancelled()
-        await wait_for_stop(stop, interval * random.uniform(1 - jitter, 1 + jitter))
+        seconds = interval() if callable(interval) else interval
+        await wait_for_stop(stop, seconds * random.uniform(1 - jitter, 1 + jitter))
 
 
 async def wait_for_stop(stop: asyncio.Event, delay: float) -> bool:

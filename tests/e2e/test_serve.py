@@ -101,6 +101,16 @@ def test_serve_end_to_end(serve: tuple[subprocess.Popen[str], str, list[str]]) -
         assert job["executions"][0]["state"] == "SUCCEEDED"
         workers = client.get("/api/workers", headers=auth).json()
         assert len(workers) == 1 and workers[0]["queues"] == ["default"]
+        # one lease manager for the process: every singleton it runs, under one holder id
+        # (the executor took its first job after the leases' first election)
+        leaders = client.get("/api/leaders", headers=auth).json()
+        assert {lease["name"] for lease in leaders} == {
+            "SCHEDULER",
+            "RETENTION",
+            "SIGNAL_MASTER",
+            "SWEEP_MASTER",
+        }
+        assert len({lease["holder"] for lease in leaders}) == 1, leaders
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=START_GUARD) == 0

@@ -8,7 +8,6 @@ still run are never deleted. Safe in any number of processes at once (SKIP LOCKE
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import RetentionSettings
 from tickwork.db.store import Store
-from tickwork.service import run_periodically
 
 log = logging.getLogger("tickwork.retention")
 
@@ -82,13 +80,3 @@ class Retention:
                 return False
             await self.store.job_tables_vacuum(conn)
         return True
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Run passes on the interval (with jitter) until ``stop`` is set."""
-        await run_periodically(
-            self.run_once,
-            interval=self.settings.interval,
-            stop=stop,
-            log=log,
-            name="retention pass",
-        )

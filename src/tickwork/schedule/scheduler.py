@@ -347,12 +347,8 @@ class SchedulerService:
         return await self.scheduler.run_once()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Compete for the lease and tick on the interval until ``stop`` is set."""
-        heartbeat = asyncio.create_task(self.leases.run(stop))
-        try:
-            await self.leases.run_once()  # take the lease now rather than a heartbeat later
-            await run_periodically(
-                self.run_once, interval=self.interval, stop=stop, log=log, name="scheduler tick"
-            )
-        finally:
-            await heartbeat
+        """Tick on the interval while the lease is held, until ``stop`` is set (the process's
+        lease manager, run by its host, competes for the lease)."""
+        await run_periodically(
+            self.run_once, interval=self.interval, stop=stop, log=log, name="scheduler tick"
+        )

@@ -1,5 +1,6 @@
-"""The signal runtime of one process: its leases (SIGNAL_MASTER, SWEEP_MASTER), runtime
-control, the processor and the sweep scheduler, run together until stopped."""
+"""The signal runtime of one process: its lease roles (SIGNAL_MASTER, SWEEP_MASTER, on the
+process's lease manager), runtime control, the processor and the sweep scheduler, run
+together until stopped."""
 
 from __future__ import annotations
 
@@ -29,21 +30,26 @@ class SignalRuntime:
     """Everything signal processing needs in one process."""
 
     def __init__(
-        self, app: App, pool: AsyncConnectionPool[Any], *, holder_id: str | None = None
+        self,
+        app: App,
+        pool: AsyncConnectionPool[Any],
+        *,
+        holder_id: str | None = None,
+        leases: LeaseManager | None = None,
     ) -> None:
+        """``leases``: the process's lease manager, whose heartbeat its host runs; without
+        one the runtime makes its own (``holder_id``) and runs its heartbeat."""
         settings = app.settings.signals
         self.app = app
         self.pool = pool
         self.store = app.db.store
         self.settings = settings
         self.control = RuntimeControl(settings)
-        self.leases = LeaseManager(
-            pool,
-            self.store,
-            settings.lease,
-            [Role.SIGNAL_MASTER, Role.SWEEP_MASTER],
-            holder_id=holder_id,
-        )
+        self._own_leases = leases is None
+        if leases is None:
+            leases = LeaseManager(pool, self.store, settings.lease, [], holder_id=holder_id)
+        leases.compete([Role.SIGNAL_MASTER, Role.SWEEP_MASTER], settings.lease)
+        self.leases = leases
         args = (pool, self.store, settings, app.reactors, self.control, self.leases)
         self.processor = SignalProcessor(*args)
         self.sweeps = SweepScheduler(*args)
@@ -64,10 +70,12 @@ class SignalRuntime:
             raise NotLeaderError(role, await self.holder(role))
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Heartbeat the leases, process signals and run due sweeps until ``stop``."""
+        """Process signals and run due sweeps until ``stop`` (and heartbeat the leases,
+        when the manager is the runtime's own)."""
         processor = self.settings.processor
+        heartbeat = [self.leases.run(stop)] if self._own_leases else []
         await asyncio.gather(
-            self.leases.run(stop),
+            *heartbeat,
             run_periodically(
                 self.processor.run_once,
                 interval=processor.poll_interval,

@@ -13,6 +13,7 @@ requests at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import json
@@ -38,6 +39,7 @@ from tickwork.config import WorkerSettings, describe
 from tickwork.db.database import POOL_RECONNECT_TIMEOUT
 from tickwork.db.store import AsyncConn
 from tickwork.errors import ConfigError, JobCancelled
+from tickwork.leases import LeaseManager, Role
 from tickwork.limits import MAX_JSON_BYTES, cut, json_refusal
 from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
@@ -156,6 +158,9 @@ class Worker:
         shutdown_grace: float | None = None,
         run_watchdog: bool = True,
         run_executor: bool = True,
+        run_scheduler: bool | None = None,
+        run_retention: bool | None = None,
+        leases: LeaseManager | None = None,
         on_finished: Callable[[Outcome], None] | None = None,
     ) -> None:
         given = {
@@ -181,6 +186,17 @@ class Worker:
         self.run_watchdog = run_watchdog
         self.run_executor = run_executor
         """False: only the background services (watchdog, scheduler, retention) run."""
+        self.run_scheduler = (
+            app.settings.scheduler.enabled if run_scheduler is None else run_scheduler
+        )
+        """Host the scheduler tick (SCHEDULER lease); default: ``scheduler.enabled``."""
+        self.run_retention = (
+            app.settings.retention.enabled if run_retention is None else run_retention
+        )
+        """Host retention (RETENTION lease); default: ``retention.enabled``."""
+        self.leases = leases
+        """The process's lease manager (given by a host that runs its heartbeat, or made by
+        :meth:`run` when the worker hosts a singleton)."""
         self.on_finished = on_finished
         self.store = app.db.store
         self._inflight: dict[int, _Running] = {}
@@ -351,20 +367,7 @@ class Worker:
             self._background.append(
                 asyncio.create_task(self.watchdog.run(self._stop), name="tickwork-watchdog")
             )
-        if self.app.settings.scheduler.enabled and self._pool is not None:
-            self.scheduler_service = self.app.scheduler_service(self._pool)
-            await self.scheduler_service.scheduler.sync(
-                list(self.app.schedules.values()), defined_by=self.id
-            )
-            self._background.append(
-                asyncio.create_task(
-                    self.scheduler_service.run(self._stop), name="tickwork-scheduler"
-                )
-            )
-        if self.app.settings.retention.enabled and self.retention is not None:
-            self._background.append(
-                asyncio.create_task(self.retention.run(self._stop), name="tickwork-retention")
-            )
+        await self._start_singletons()
         try:
             if self.run_executor:
                 await self._claim_loop()
@@ -376,6 +379,52 @@ class Worker:
             finally:  # a drain that failed (the database is down) still ends the loops
                 await self._stop_background()
                 await self.close()
+
+    async def _start_singletons(self) -> None:
+        """Start the lease-gated services this worker hosts (the scheduler, retention) on
+        the process's lease manager: the one given, or one of its own whose heartbeat it
+        runs."""
+        assert self._pool is not None, "worker is not open"
+        settings = self.app.settings
+        leases = self.leases
+        if leases is None:
+            leases = self.leases = LeaseManager(self._pool, self.store, settings.leases, [])
+            own = True
+        else:
+            own = False
+        if self.run_scheduler:
+            self.scheduler_service = self.app.scheduler_service(self._pool, leases)
+            await self.scheduler_service.scheduler.sync(
+                list(self.app.schedules.values()), defined_by=self.id
+            )
+            self._background.append(
+                asyncio.create_task(
+                    self.scheduler_service.run(self._stop), name="tickwork-scheduler"
+                )
+            )
+        if self.run_retention and self.retention is not None:
+            leases.compete([Role.RETENTION], settings.leases)
+            self._background.append(
+                asyncio.create_task(
+                    run_periodically(
+                        leases.gate(Role.RETENTION, self.retention.run_once),
+                        interval=settings.retention.interval,
+                        stop=self._stop,
+                        log=log,
+                        name="retention pass",
+                    ),
+                    name="tickwork-retention",
+                )
+            )
+        if not leases.roles:
+            return
+        # take the leases now rather than a heartbeat later (the heartbeat tries again)
+        with contextlib.suppress(psycopg.Error, OSError):
+            await leases.run_once()
+        if own:
+            self._background.append(
+                asyncio.create_task(leases.run(self._stop), name="tickwork-leases")
+            )
 
     async def run_once(self) -> RunOnceResult:
         """Claim up to ``concurrency`` jobs, run them all to the end, record the outcomes."""

@@ -1,13 +1,14 @@
 -- Leader leases (leases table): every holder competes with one statement per heartbeat.
 
 -- name: lease_attempt_elect
--- Acquire or renew every named lease at once, on the database clock. A row is taken over
+-- Acquire or renew every named lease at once, each for its own time to live (ttls[i] seconds
+-- for names[i]), on the database clock. A row is taken over
 -- only when it is this holder's own or has expired; RETURNING lists exactly the leases this
 -- holder holds now, with the database's now() so the caller can turn the expiry into a
 -- local deadline that is never later than the real one.
 INSERT INTO {schema}.leases AS l (name, holder, acquired_at, renewed_at, expires_at)
-SELECT n.name, %(holder)s, now(), now(), now() + make_interval(secs => %(ttl)s)
-FROM unnest(%(names)s::text[]) AS n(name)
+SELECT n.name, %(holder)s, now(), now(), now() + make_interval(secs => n.ttl)
+FROM unnest(%(names)s::text[], %(ttls)s::float8[]) AS n(name, ttl)
 ON CONFLICT (name) DO UPDATE
 SET holder = EXCLUDED.holder,
     acquired_at = CASE WHEN l.holder = EXCLUDED.holder THEN l.acquired_at ELSE now() END,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
 from tickwork.types import Leader
@@ -23,12 +23,16 @@ class LeaseStatements(Runner):
     """Who holds which leader lease."""
 
     async def lease_attempt_elect(
-        self, conn: AsyncConn, *, holder: str, names: Sequence[str], ttl: float
+        self, conn: AsyncConn, *, holder: str, ttls: Mapping[str, float]
     ) -> list[Row]:
-        """Acquire or renew ``names`` for ``holder`` (taken over only when expired or its
-        own); rows ``name, expires_at, db_now`` of the leases it holds afterwards."""
+        """Acquire or renew the leases named in ``ttls`` for ``holder``, each for its time
+        to live in seconds (taken over only when expired or its own); rows ``name,
+        expires_at, db_now`` of the leases it holds afterwards."""
+        names = list(ttls)
         return await self._rows(
-            conn, "lease_attempt_elect", {"holder": holder, "names": list(names), "ttl": ttl}
+            conn,
+            "lease_attempt_elect",
+            {"holder": holder, "names": names, "ttls": [ttls[name] for name in names]},
         )
 
     async def lease_release(self, conn: AsyncConn, *, holder: str, names: Sequence[str]) -> None:
