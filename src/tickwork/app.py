@@ -28,6 +28,7 @@ from tickwork.db.database import (
 )
 from tickwork.db.migrate import migrate
 from tickwork.db.store import AsyncConn, Conn, Row, Store
+from tickwork.db.store.jobs import JobRow
 from tickwork.errors import (
     EnqueueError,
     JobNotFoundError,
@@ -42,7 +43,6 @@ from tickwork.queue.backoff import Backoff
 from tickwork.queue.enqueue import (
     DEFAULT_CREATED_BY,
     InsertPlan,
-    JobRow,
     JobSpec,
     async_connection,
     check_priority,

@@ -15,11 +15,11 @@ from tickwork.config import (
     DEFAULT_TASK_TIMEOUT,
     QUEUE_NAME,
 )
+from tickwork.db.store.jobs import JobRow
 from tickwork.errors import EnqueueError, TaskDefinitionError
 from tickwork.queue.backoff import Backoff, ExponentialBackoff
 from tickwork.queue.enqueue import (
     DEFAULT_CREATED_BY,
-    JobRow,
     JobSpec,
     check_args_mapping,
     check_max_attempts,

@@ -220,15 +220,6 @@ class BulkOut(Model):
     changed: list[int]
 
 
-class LeaderOut(Model):
-    name: str
-    holder: str
-    acquired_at: datetime
-    renewed_at: datetime
-    expires_at: datetime
-    live: bool
-
-
 class ScheduleOut(Model):
     name: str
     task: str

@@ -138,7 +138,7 @@ class OrganisationsIn(In):
     )
 
 
-class LeaderOut(Out):
+class SignalLeaseOut(Out):
     name: str
     holder: str
     expires_at: datetime
@@ -324,14 +324,14 @@ async def status(svc: Svc) -> StatusOut:
     )
 
 
-@router.get("/leaders", response_model=list[LeaderOut])
-async def leaders(svc: Svc) -> list[LeaderOut]:
+@router.get("/leaders", response_model=list[SignalLeaseOut])
+async def leaders(svc: Svc) -> list[SignalLeaseOut]:
     """Which process holds SIGNAL_MASTER and SWEEP_MASTER: where to reissue a 409."""
     async with svc.pool.connection() as conn:
         found = await svc.store.lease_list(conn)
     mine = svc.signals.leases.holder_id if svc.signals else None
     return [
-        LeaderOut(
+        SignalLeaseOut(
             name=f.name,
             holder=f.holder,
             expires_at=f.expires_at,

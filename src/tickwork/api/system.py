@@ -13,7 +13,6 @@ from tickwork.api.schemas import (
     AuditPage,
     HealthOut,
     Instant,
-    LeaderOut,
     ReadyOut,
     SettingIn,
     SettingOut,
@@ -45,7 +44,7 @@ async def list_workers(svc: Svc) -> list[admin.WorkerInfo]:
     return await admin.list_workers(svc.pool, svc.store)
 
 
-@router.get("/api/leaders", response_model=list[LeaderOut], tags=["cluster"])
+@router.get("/api/leaders", response_model=list[Leader], tags=["cluster"])
 async def list_leaders(svc: Svc) -> list[Leader]:
     """Who holds each leader lease, and until when."""
     async with svc.pool.connection() as conn:

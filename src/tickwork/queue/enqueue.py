@@ -26,6 +26,7 @@ from tickwork.config import (
     MIN_PRIORITY,
     QUEUE_NAME,
 )
+from tickwork.db.store.jobs import JobRow
 from tickwork.errors import EnqueueError
 from tickwork.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_refusal, too_deep
 
@@ -53,21 +54,6 @@ class JobSpec:
     """Seconds one attempt may run."""
     unique_key: str | None = None
     """Dedupes against jobs with this key that may still run."""
-
-
-@dataclass(slots=True)  # not frozen: built per job on the enqueue path, where that costs
-class JobRow:
-    """A validated job, ready to insert (internal; never changed after it is built)."""
-
-    queue: str
-    task: str
-    args: Mapping[str, Any]
-    priority: int
-    max_attempts: int
-    run_at: datetime | None
-    timeout: float | None
-    unique_key: str | None
-    created_by: str
 
 
 def unregistered_row(

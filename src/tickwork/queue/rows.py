@@ -19,7 +19,7 @@ from tickwork.types import (
 )
 
 if TYPE_CHECKING:
-    from tickwork.queue.enqueue import JobRow
+    from tickwork.db.store.jobs import JobRow
 
 Row = dict[str, Any]
 

@@ -12,6 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import SCHEDULE_NAME
 from tickwork.db.store import Store
+from tickwork.db.store.schedules import ScheduleFields
 from tickwork.errors import ConflictError, NotFoundError, ScheduleError
 from tickwork.queue.admin import WORKER_STALE_AFTER
 from tickwork.queue.enqueue import check_priority, check_queue, encode_args
@@ -31,8 +32,8 @@ FIELDS = (
 
 def _checked(
     definition: Mapping[str, Any], check_task: CheckTask
-) -> tuple[dict[str, Any], CronSchedule]:
-    """Statement parameters of a definition, every field checked, with the task's registration
+) -> tuple[ScheduleFields, CronSchedule]:
+    """The stored fields of a definition, every field checked, with the task's registration
     (``task_*``); and its cron schedule."""
     options = check_task(definition["task"], definition["args"])
     cron = CronSchedule.parse(definition["cron"], definition["timezone"])
@@ -40,9 +41,19 @@ def _checked(
         check_queue(definition["queue"])
     if definition["priority"] is not None:
         check_priority(definition["priority"])
-    params = {name: definition[name] for name in FIELDS}
-    params["args"] = encode_args(definition["args"])
-    return params | task_targets(options), cron
+    fields = ScheduleFields(
+        task=definition["task"],
+        args=encode_args(definition["args"]),
+        cron=definition["cron"],
+        timezone=definition["timezone"],
+        queue=definition["queue"],
+        priority=definition["priority"],
+        misfire=definition["misfire"],
+        misfire_limit=definition["misfire_limit"],
+        overlap=definition["overlap"],
+        **task_targets(options),
+    )
+    return fields, cron
 
 
 def check_schedule_name(name: Any) -> str:
@@ -79,11 +90,16 @@ async def create(
 ) -> StoredSchedule:
     """Store a new schedule; its first fire time is the first after the database's now."""
     check_schedule_name(definition["name"])
-    params, cron = _checked(definition, check_task)
+    fields, cron = _checked(definition, check_task)
     async with pool.connection() as conn:
         now = await store.schedule_now(conn)
         found = await store.schedule_create(
-            conn, name=definition["name"], next_run_at=cron.next_after(now), actor=actor, **params
+            conn,
+            name=definition["name"],
+            fields=fields,
+            enabled=definition["enabled"],
+            next_run_at=cron.next_after(now),
+            actor=actor,
         )
     if found is None:
         raise ConflictError(f"schedule {definition['name']!r} already exists")
@@ -107,16 +123,17 @@ async def edit(
             "resume, enable, disable and trigger it)"
         )
     merged = {field: getattr(current, field) for field in FIELDS} | dict(changes)
-    params, cron = _checked(merged, check_task)
+    fields, cron = _checked(merged, check_task)
     async with pool.connection() as conn:
         now = await store.schedule_now(conn)
         found = await store.schedule_edit(
             conn,
             name=name,
+            fields=fields,
+            enabled=merged["enabled"],
             next_run_at=cron.next_after(now),
             actor=actor,
             changes=json.dumps({"fields": sorted(changes)}),
-            **params,
         )
     if found is None:  # deleted, or its origin changed, since it was read
         raise NotFoundError("schedule", name)

@@ -24,6 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEUE
 from tickwork.db.store import Store
+from tickwork.db.store.schedules import ScheduleFields
 from tickwork.errors import ScheduleError
 from tickwork.leases import LeaseManager, Role
 from tickwork.queue.admin import WORKER_STALE_AFTER
@@ -200,9 +201,7 @@ class Scheduler:
         async with self.pool.connection() as conn:
             now = await self.store.schedule_now(conn)
             for spec in specs:
-                await self.store.schedule_upsert(
-                    conn,
-                    name=spec.name,
+                fields = ScheduleFields(
                     task=spec.task,
                     args=encode_args(spec.args),
                     cron=spec.cron.expression,
@@ -212,11 +211,16 @@ class Scheduler:
                     misfire=spec.misfire.value,
                     misfire_limit=spec.misfire_limit,
                     overlap=spec.overlap.value,
+                    **task_targets(self.task_options(spec.task)),
+                )
+                await self.store.schedule_upsert(
+                    conn,
+                    name=spec.name,
+                    fields=fields,
                     next_run_at=spec.cron.next_after(now),
                     origin="code",
                     defined_by=[defined_by] if defined_by is not None else [],
                     stale_after=WORKER_STALE_AFTER,
-                    **task_targets(self.task_options(spec.task)),
                 )
             stored = await self.store.schedule_list(conn)
             known = {

@@ -14,6 +14,7 @@ import psycopg
 from tickwork import metrics
 from tickwork.db.database import database_error
 from tickwork.db.store import Row
+from tickwork.db.store.signals import NewSignal
 from tickwork.errors import SignalError
 from tickwork.limits import json_refusal
 from tickwork.queue.enqueue import async_connection, sync_connection
@@ -57,7 +58,7 @@ class Signals:
     def __init__(self, app: App) -> None:
         self.app = app
 
-    def _params(
+    def _signal(
         self,
         signal_type: str,
         entity_type: str | None,
@@ -65,7 +66,7 @@ class Signals:
         aggregate_key: str | None,
         organisation_id: str | int | None,
         payload: Any,
-    ) -> dict[str, Any]:
+    ) -> NewSignal:
         if not isinstance(signal_type, str) or not SIGNAL_TYPE.match(signal_type):
             raise SignalError(
                 "signal_type", signal_type, "must be 1-100 characters of letters, digits, _.:-"
@@ -82,17 +83,17 @@ class Signals:
         refusal = None if payload_json is None else json_refusal(payload_json, payload)
         if refusal is not None:
             raise SignalError("payload", payload, refusal)
-        return {
-            "signal_type": signal_type,
-            "entity_type": _text("entity_type", entity_type, MAX_ENTITY_LENGTH),
-            "entity_id": _text("entity_id", entity_id, MAX_KEY_LENGTH),
+        return NewSignal(
+            signal_type=signal_type,
+            entity_type=_text("entity_type", entity_type, MAX_ENTITY_LENGTH),
+            entity_id=_text("entity_id", entity_id, MAX_KEY_LENGTH),
             # A zero window means every occurrence matters: no key, so nothing can squash it.
-            "aggregate_key": key if window > 0 else None,
-            "organisation_id": _text("organisation_id", organisation_id, MAX_ENTITY_LENGTH),
-            "payload": payload_json,
-            "window": window,
-            "max_retries": settings.processor.max_retries,
-        }
+            aggregate_key=key if window > 0 else None,
+            organisation_id=_text("organisation_id", organisation_id, MAX_ENTITY_LENGTH),
+            payload=payload_json,
+            window=window,
+            max_retries=settings.processor.max_retries,
+        )
 
     def emit(
         self,
@@ -108,19 +109,19 @@ class Signals:
         """Record that something happened. With ``conn`` (psycopg or SQLAlchemy), in the
         caller's transaction: if it rolls back, the signal never existed. Emit after the
         domain change, inside the same transaction."""
-        params = self._params(
+        signal = self._signal(
             signal_type, entity_type, entity_id, aggregate_key, organisation_id, payload
         )
         store = self.app.db.store
         try:
             if conn is not None:
-                row = store.signal_emit_sync(sync_connection(conn), **params)
+                row = store.signal_emit_sync(sync_connection(conn), signal=signal)
             else:
                 with self.app.db.pool().connection() as own:
-                    row = store.signal_emit_sync(own, **params)
+                    row = store.signal_emit_sync(own, signal=signal)
         except psycopg.Error as exc:
             raise database_error(exc) from exc
-        return _emitted(row, params)
+        return _emitted(row, signal)
 
     async def emit_async(
         self,
@@ -134,32 +135,32 @@ class Signals:
         conn: Any = None,
     ) -> Emitted:
         """Async :meth:`emit`."""
-        params = self._params(
+        signal = self._signal(
             signal_type, entity_type, entity_id, aggregate_key, organisation_id, payload
         )
         store = self.app.db.store
         try:
             if conn is not None:
-                row = await store.signal_emit(await async_connection(conn), **params)
+                row = await store.signal_emit(await async_connection(conn), signal=signal)
             else:
                 pool = await self.app.db.async_pool()
                 async with pool.connection() as own:
-                    row = await store.signal_emit(own, **params)
+                    row = await store.signal_emit(own, signal=signal)
         except psycopg.Error as exc:
             raise database_error(exc) from exc
-        return _emitted(row, params)
+        return _emitted(row, signal)
 
 
-def _emitted(row: Row, params: dict[str, Any]) -> Emitted:
+def _emitted(row: Row, signal: NewSignal) -> Emitted:
     emitted = Emitted(row["id"], row["squashed"], row["process_after"])
-    signal_type = params["signal_type"]
+    signal_type = signal.signal_type
     metrics.signal_emitted(signal_type, emitted.squashed)
     log.info(
         "signal squashed" if emitted.squashed else "signal emitted",
         extra={
             "signal_id": emitted.signal_id,
             "signal_type": signal_type,
-            "aggregate_key": params["aggregate_key"],
+            "aggregate_key": signal.aggregate_key,
             "process_after": emitted.process_after.isoformat(),
         },
     )

@@ -3,19 +3,21 @@ operators read them)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
 
 
-class NewJob(Protocol):
-    """A validated job to insert, as the enqueue path builds it (its arguments travel apart,
-    as JSON text)."""
+@dataclass(slots=True)  # not frozen: built per job on the enqueue path, where that costs
+class JobRow:
+    """A validated job, ready to insert (internal; never changed after it is built)."""
 
     queue: str
     task: str
+    args: Mapping[str, Any]
     priority: int
     max_attempts: int
     run_at: datetime | None
@@ -37,7 +39,7 @@ INSERT_MANY_COLUMNS = (
 """The columns job_insert_many takes as one array each (or one value for all)."""
 
 
-def _insert_params(job: NewJob, args: str) -> dict[str, Any]:
+def _insert_params(job: JobRow, args: str) -> dict[str, Any]:
     return {
         "queue": job.queue,
         "task": job.task,
@@ -51,7 +53,7 @@ def _insert_params(job: NewJob, args: str) -> dict[str, Any]:
     }
 
 
-def _insert_many_params(jobs: Sequence[NewJob], args: str) -> dict[str, Any]:
+def _insert_many_params(jobs: Sequence[JobRow], args: str) -> dict[str, Any]:
     params: dict[str, Any] = {"args": args}
     for column in INSERT_MANY_COLUMNS:
         values = [getattr(job, column) for job in jobs]
@@ -83,23 +85,23 @@ class JobStatements(Runner):
         found = self._rows_sync(conn, "job_get", {"job_id": job_id})
         return found[0] if found else None
 
-    async def job_insert(self, conn: AsyncConn, *, job: NewJob, args: str) -> Row:
+    async def job_insert(self, conn: AsyncConn, *, job: JobRow, args: str) -> Row:
         """Enqueue one job (``args``: its arguments as JSON text); the answer row: ``id``,
         ``existing`` (the whole job holding its unique key as a document, else None),
         ``created_at``."""
         return (await self._rows(conn, "job_insert", _insert_params(job, args)))[0]
 
-    def job_insert_sync(self, conn: Conn, *, job: NewJob, args: str) -> Row:
+    def job_insert_sync(self, conn: Conn, *, job: JobRow, args: str) -> Row:
         """:meth:`job_insert` on a sync connection."""
         return self._rows_sync(conn, "job_insert", _insert_params(job, args))[0]
 
-    async def job_insert_many(self, conn: AsyncConn, *, jobs: Sequence[NewJob], args: str) -> Row:
+    async def job_insert_many(self, conn: AsyncConn, *, jobs: Sequence[JobRow], args: str) -> Row:
         """Enqueue a batch in input order (``args``: their arguments as one JSON array); the
         answer row: ``ids`` of the new jobs, ``duplicates`` (the whole jobs holding a key sent,
         as documents), ``created_at``."""
         return (await self._rows(conn, "job_insert_many", _insert_many_params(jobs, args)))[0]
 
-    def job_insert_many_sync(self, conn: Conn, *, jobs: Sequence[NewJob], args: str) -> Row:
+    def job_insert_many_sync(self, conn: Conn, *, jobs: Sequence[JobRow], args: str) -> Row:
         """:meth:`job_insert_many` on a sync connection."""
         return self._rows_sync(conn, "job_insert_many", _insert_many_params(jobs, args))[0]
 

@@ -9,14 +9,7 @@ from tickwork.types import Leader
 
 
 def _leader(row: Row) -> Leader:
-    return Leader(
-        name=row["name"],
-        holder=row["holder"],
-        acquired_at=row["acquired_at"],
-        renewed_at=row["renewed_at"],
-        expires_at=row["expires_at"],
-        live=row["live"],
-    )
+    return Leader(**row)  # lease_list's columns are the record's fields
 
 
 class LeaseStatements(Runner):

@@ -10,14 +10,15 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_left
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
-from psycopg.rows import dict_row, tuple_row
+from psycopg.rows import AsyncRowFactory, RowFactory, dict_row, tuple_row
 
 from tickwork.db.statements import Statements
 
 Row = dict[str, Any]
+R = TypeVar("R")
 AsyncConn = psycopg.AsyncConnection[Any]
 """An async connection: a pooled one, the process's own, or the caller's (in its transaction)."""
 Conn = psycopg.Connection[Any]
@@ -73,45 +74,41 @@ class Runner:
 
     async def _rows(self, conn: AsyncConn, name: str, params: dict[str, Any]) -> list[Row]:
         """Run ``name`` on ``conn``; its rows as dicts (none for a statement without rows)."""
-        sql = self.statements[name]
-        started = time.perf_counter()
-        try:
-            async with conn.cursor(row_factory=dict_row) as cur:
-                await cur.execute(sql, params)
-                return list(await cur.fetchall()) if cur.description is not None else []
-        finally:
-            TIMES.observe(name, time.perf_counter() - started)
+        return await self._run(conn, name, params, dict_row)
 
     async def _tuples(
         self, conn: AsyncConn, name: str, params: dict[str, Any]
     ) -> list[tuple[Any, ...]]:
         """:meth:`_rows` with rows as tuples, for the hot paths that read by position."""
+        return await self._run(conn, name, params, tuple_row)
+
+    def _rows_sync(self, conn: Conn, name: str, params: dict[str, Any]) -> list[Row]:
+        """:meth:`_rows` on a sync connection."""
+        return self._run_sync(conn, name, params, dict_row)
+
+    def _tuples_sync(self, conn: Conn, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """:meth:`_tuples` on a sync connection."""
+        return self._run_sync(conn, name, params, tuple_row)
+
+    async def _run(
+        self, conn: AsyncConn, name: str, params: dict[str, Any], rows: AsyncRowFactory[R]
+    ) -> list[R]:
         sql = self.statements[name]
         started = time.perf_counter()
         try:
-            async with conn.cursor(row_factory=tuple_row) as cur:
+            async with conn.cursor(row_factory=rows) as cur:
                 await cur.execute(sql, params)
                 return list(await cur.fetchall()) if cur.description is not None else []
         finally:
             TIMES.observe(name, time.perf_counter() - started)
 
-    def _rows_sync(self, conn: Conn, name: str, params: dict[str, Any]) -> list[Row]:
-        """:meth:`_rows` on a sync connection."""
+    def _run_sync(
+        self, conn: Conn, name: str, params: dict[str, Any], rows: RowFactory[R]
+    ) -> list[R]:
         sql = self.statements[name]
         started = time.perf_counter()
         try:
-            with conn.cursor(row_factory=dict_row) as cur:
-                cur.execute(sql, params)
-                return list(cur.fetchall()) if cur.description is not None else []
-        finally:
-            TIMES.observe(name, time.perf_counter() - started)
-
-    def _tuples_sync(self, conn: Conn, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-        """:meth:`_tuples` on a sync connection."""
-        sql = self.statements[name]
-        started = time.perf_counter()
-        try:
-            with conn.cursor(row_factory=tuple_row) as cur:
+            with conn.cursor(row_factory=rows) as cur:
                 cur.execute(sql, params)
                 return list(cur.fetchall()) if cur.description is not None else []
         finally:

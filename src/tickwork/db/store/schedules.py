@@ -3,10 +3,46 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleFields:
+    """What defines a stored schedule, as its statements take it."""
+
+    task: str
+    args: str
+    """The job's arguments, as JSON text."""
+    cron: str
+    timezone: str
+    queue: str | None
+    priority: int | None
+    misfire: str
+    misfire_limit: int
+    overlap: str
+    task_queue: str | None
+    """The task's registration (``task_*``): what its jobs take when the schedule does not
+    say (all None for a task the writing process does not register)."""
+    task_priority: int | None
+    task_max_attempts: int | None
+    task_timeout: float | None
+
+
+def _stored(
+    name: str, fields: ScheduleFields, enabled: bool, next_run_at: datetime, actor: str
+) -> dict[str, Any]:
+    """The parameters of an operator's write of a schedule (create, edit)."""
+    return asdict(fields) | {
+        "name": name,
+        "enabled": enabled,
+        "next_run_at": next_run_at,
+        "actor": actor,
+    }
 
 
 class ScheduleStatements(Runner):
@@ -17,54 +53,23 @@ class ScheduleStatements(Runner):
         conn: AsyncConn,
         *,
         name: str,
-        task: str,
-        args: str,
-        cron: str,
-        timezone: str,
-        queue: str | None,
-        priority: int | None,
-        misfire: str,
-        misfire_limit: int,
-        overlap: str,
+        fields: ScheduleFields,
         next_run_at: datetime,
         origin: str,
-        task_queue: str | None,
-        task_priority: int | None,
-        task_max_attempts: int | None,
-        task_timeout: float | None,
         defined_by: Sequence[UUID],
         stale_after: float,
     ) -> Row:
-        """Write a code-defined schedule by name (``args``: JSON text), keeping its next fire
-        time unless cron or time zone changed, recorded as defined by the workers
-        ``defined_by`` and the others still live (seen within ``stale_after`` seconds); its
-        row."""
-        return (
-            await self._rows(
-                conn,
-                "schedule_upsert",
-                {
-                    "name": name,
-                    "task": task,
-                    "args": args,
-                    "cron": cron,
-                    "timezone": timezone,
-                    "queue": queue,
-                    "priority": priority,
-                    "misfire": misfire,
-                    "misfire_limit": misfire_limit,
-                    "overlap": overlap,
-                    "next_run_at": next_run_at,
-                    "origin": origin,
-                    "task_queue": task_queue,
-                    "task_priority": task_priority,
-                    "task_max_attempts": task_max_attempts,
-                    "task_timeout": task_timeout,
-                    "defined_by": list(defined_by),
-                    "stale_after": stale_after,
-                },
-            )
-        )[0]
+        """Write a code-defined schedule by name, keeping its next fire time unless cron or
+        time zone changed, recorded as defined by the workers ``defined_by`` and the others
+        still live (seen within ``stale_after`` seconds); its row."""
+        params = asdict(fields) | {
+            "name": name,
+            "next_run_at": next_run_at,
+            "origin": origin,
+            "defined_by": list(defined_by),
+            "stale_after": stale_after,
+        }
+        return (await self._rows(conn, "schedule_upsert", params))[0]
 
     async def schedule_retarget(
         self,
@@ -221,48 +226,14 @@ class ScheduleStatements(Runner):
         conn: AsyncConn,
         *,
         name: str,
-        task: str,
-        args: str,
-        cron: str,
-        timezone: str,
-        queue: str | None,
-        priority: int | None,
-        misfire: str,
-        misfire_limit: int,
-        overlap: str,
+        fields: ScheduleFields,
         enabled: bool,
         next_run_at: datetime,
-        task_queue: str | None,
-        task_priority: int | None,
-        task_max_attempts: int | None,
-        task_timeout: float | None,
         actor: str,
     ) -> Row | None:
-        """Store an operator's schedule (``args``: JSON text), audited; its row, or None when
-        the name is taken."""
-        found = await self._rows(
-            conn,
-            "schedule_create",
-            {
-                "name": name,
-                "task": task,
-                "args": args,
-                "cron": cron,
-                "timezone": timezone,
-                "queue": queue,
-                "priority": priority,
-                "misfire": misfire,
-                "misfire_limit": misfire_limit,
-                "overlap": overlap,
-                "enabled": enabled,
-                "next_run_at": next_run_at,
-                "task_queue": task_queue,
-                "task_priority": task_priority,
-                "task_max_attempts": task_max_attempts,
-                "task_timeout": task_timeout,
-                "actor": actor,
-            },
-        )
+        """Store an operator's schedule, audited; its row, or None when the name is taken."""
+        params = _stored(name, fields, enabled, next_run_at, actor)
+        found = await self._rows(conn, "schedule_create", params)
         return found[0] if found else None
 
     async def schedule_edit(
@@ -270,52 +241,18 @@ class ScheduleStatements(Runner):
         conn: AsyncConn,
         *,
         name: str,
-        task: str,
-        args: str,
-        cron: str,
-        timezone: str,
-        queue: str | None,
-        priority: int | None,
-        misfire: str,
-        misfire_limit: int,
-        overlap: str,
+        fields: ScheduleFields,
         enabled: bool,
         next_run_at: datetime,
-        task_queue: str | None,
-        task_priority: int | None,
-        task_max_attempts: int | None,
-        task_timeout: float | None,
         actor: str,
         changes: str,
     ) -> Row | None:
-        """Replace an operator-stored schedule's definition (``args``: JSON text; its next
-        fire time ``next_run_at`` only when cron or time zone changed or it is enabled again),
-        audited with ``changes`` (JSON text); its row, or None when no such schedule of
-        origin "api" exists."""
-        found = await self._rows(
-            conn,
-            "schedule_edit",
-            {
-                "name": name,
-                "task": task,
-                "args": args,
-                "cron": cron,
-                "timezone": timezone,
-                "queue": queue,
-                "priority": priority,
-                "misfire": misfire,
-                "misfire_limit": misfire_limit,
-                "overlap": overlap,
-                "enabled": enabled,
-                "next_run_at": next_run_at,
-                "task_queue": task_queue,
-                "task_priority": task_priority,
-                "task_max_attempts": task_max_attempts,
-                "task_timeout": task_timeout,
-                "actor": actor,
-                "changes": changes,
-            },
-        )
+        """Replace an operator-stored schedule's definition (its next fire time
+        ``next_run_at`` only when cron or time zone changed or it is enabled again), audited
+        with ``changes`` (JSON text); its row, or None when no such schedule of origin "api"
+        exists."""
+        params = _stored(name, fields, enabled, next_run_at, actor) | {"changes": changes}
+        found = await self._rows(conn, "schedule_edit", params)
         return found[0] if found else None
 
     async def schedule_delete(

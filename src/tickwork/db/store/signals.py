@@ -8,75 +8,41 @@ while ``db`` is loading.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
 
 
+@dataclass(frozen=True, slots=True)
+class NewSignal:
+    """A signal as ``signal_emit`` takes it (checked by the publisher)."""
+
+    signal_type: str
+    entity_type: str | None
+    entity_id: str | None
+    aggregate_key: str | None
+    """None for a type whose window is zero: nothing can squash it."""
+    organisation_id: str | None
+    payload: str | None
+    """JSON text."""
+    window: float
+    """Seconds the signal waits for more of its kind before it is processed."""
+    max_retries: int
+
+
 class SignalStatements(Runner):
     """One method per statement of ``sql/signals.sql``."""
 
-    async def signal_emit(
-        self,
-        conn: AsyncConn,
-        *,
-        signal_type: str,
-        entity_type: str | None,
-        entity_id: str | None,
-        aggregate_key: str | None,
-        organisation_id: str | None,
-        payload: str | None,
-        window: float,
-        max_retries: int,
-    ) -> Row:
+    async def signal_emit(self, conn: AsyncConn, *, signal: NewSignal) -> Row:
         """Squash into the PENDING signal of the same type and key (its deadline slides to
-        now + ``window`` seconds, ``payload``, JSON text, replaces its own) or insert a new
-        one; its row ``id, squashed, process_after``."""
-        return (
-            await self._rows(
-                conn,
-                "signal_emit",
-                {
-                    "signal_type": signal_type,
-                    "entity_type": entity_type,
-                    "entity_id": entity_id,
-                    "aggregate_key": aggregate_key,
-                    "organisation_id": organisation_id,
-                    "payload": payload,
-                    "window": window,
-                    "max_retries": max_retries,
-                },
-            )
-        )[0]
+        now + ``window`` seconds, the payload replaces its own) or insert a new one; its row
+        ``id, squashed, process_after``."""
+        return (await self._rows(conn, "signal_emit", asdict(signal)))[0]
 
-    def signal_emit_sync(
-        self,
-        conn: Conn,
-        *,
-        signal_type: str,
-        entity_type: str | None,
-        entity_id: str | None,
-        aggregate_key: str | None,
-        organisation_id: str | None,
-        payload: str | None,
-        window: float,
-        max_retries: int,
-    ) -> Row:
+    def signal_emit_sync(self, conn: Conn, *, signal: NewSignal) -> Row:
         """:meth:`signal_emit` on a sync connection."""
-        return self._rows_sync(
-            conn,
-            "signal_emit",
-            {
-                "signal_type": signal_type,
-                "entity_type": entity_type,
-                "entity_id": entity_id,
-                "aggregate_key": aggregate_key,
-                "organisation_id": organisation_id,
-                "payload": payload,
-                "window": window,
-                "max_retries": max_retries,
-            },
-        )[0]
+        return self._rows_sync(conn, "signal_emit", asdict(signal))[0]
 
     async def signal_claim(self, conn: AsyncConn, *, limit: int, stuck_after: float) -> list[Row]:
         """Take up to ``limit`` signals for processing: matured PENDING ones, PROCESSING ones
