@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
+
+RecordT = TypeVar("RecordT")
+
+
+def from_row(cls: type[RecordT], row: Mapping[str, Any], **converted: Any) -> RecordT:
+    """A record (a dataclass) read from a row: each field from the column of its name, or from
+    ``converted`` where the column's value needs converting (an enum from its name, say).
+    Fields the row does not have keep their defaults; columns no field names are ignored."""
+    names: Mapping[str, Any] = getattr(cls, "__dataclass_fields__")  # noqa: B009 (typed)
+    given = {name: row[name] for name in names if name in row}
+    return cls(**(given | converted))
 
 
 class JobState(enum.StrEnum):

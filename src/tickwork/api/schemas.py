@@ -397,25 +397,8 @@ class ApiTokenCreatedOut(Model):
     token: str = Field(description="shown once")
 
 
-class SettingOut(Model):
-    key: str
-    value: Any
-    default: Any
-    description: str
-    updated_at: datetime | None
-    updated_by: str | None
-
-
 class SettingIn(Request):
     value: Any
-
-
-class VariableOut(Model):
-    name: str
-    value: str | None = Field(description="null for a secret variable: never returned")
-    secret: bool
-    updated_at: datetime
-    updated_by: str
 
 
 class VariableIn(Request):

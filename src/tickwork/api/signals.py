@@ -23,6 +23,7 @@ from tickwork.leases import Role
 from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE
 from tickwork.signals import admin
 from tickwork.signals.runtime import SignalRuntime
+from tickwork.signals.types import Delivery, Signal
 
 router = APIRouter(prefix="/api/admin/signals", tags=["signals"])
 
@@ -46,43 +47,13 @@ class In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class SignalOut(Out):
-    id: int
-    signal_type: str
-    entity_type: str | None
-    entity_id: str | None
-    aggregate_key: str | None
-    payload: Any = None
-    organisation_id: str | None
-    status: str
-    created_at: datetime
-    process_after: datetime
-    updated_at: datetime | None
-    claimed_at: datetime | None
-    processed_at: datetime | None
-    error_message: str | None
-    retry_count: int
-    max_retries: int
-    next_retry_at: datetime | None
-
-
-class DeliveryOut(Out):
-    reactor_name: str
-    status: str
-    dry_run: bool
-    processed_at: datetime | None
-    error_message: str | None
-    retry_count: int
-    next_retry_at: datetime | None
-
-
 class SignalDetailOut(Out):
-    signal: SignalOut
-    deliveries: list[DeliveryOut]
+    signal: Signal
+    deliveries: list[Delivery]
 
 
 class SignalPage(Out):
-    items: list[SignalOut]
+    items: list[Signal]
     next_cursor: int | None
 
 
@@ -211,7 +182,7 @@ async def stats(svc: Svc) -> Any:
     return await admin.stats(svc.pool, svc.store)
 
 
-@router.get("/stuck", response_model=list[SignalOut])
+@router.get("/stuck", response_model=list[Signal])
 async def stuck(
     svc: Svc,
     older_than: Annotated[
@@ -349,14 +320,14 @@ async def get_signal(signal_id: IdPath, svc: Svc) -> Any:
     return await admin.get_signal(svc.pool, svc.store, signal_id)
 
 
-@router.post("/{signal_id}/retry", response_model=SignalOut, responses=SUPERSEDED)
+@router.post("/{signal_id}/retry", response_model=Signal, responses=SUPERSEDED)
 async def retry(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     """Reset a DEAD signal to PENDING. 409 when a fresher PENDING signal holds the same type
     and key: ``supersededByPendingId`` names it, the work is queued, the DEAD row stays."""
     return await admin.retry(svc.pool, svc.store, signal_id, who.actor)
 
 
-@router.post("/{signal_id}/cancel", response_model=SignalOut)
+@router.post("/{signal_id}/cancel", response_model=Signal)
 async def cancel(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     """Mark a PENDING signal COMPLETED without processing it."""
     return await admin.cancel(svc.pool, svc.store, signal_id, who.actor)

@@ -15,9 +15,7 @@ from tickwork.api.schemas import (
     Instant,
     ReadyOut,
     SettingIn,
-    SettingOut,
     VariableIn,
-    VariableOut,
 )
 from tickwork.api.security import Services, caller, services
 from tickwork.audit import AuditFilter, list_events
@@ -68,13 +66,13 @@ async def list_audit(
     return await list_events(svc.pool, svc.store, where, limit=limit, before_id=before_id)
 
 
-@router.get("/api/settings", response_model=list[SettingOut], tags=["settings"])
+@router.get("/api/settings", response_model=list[appconfig.SettingView], tags=["settings"])
 async def list_settings(svc: Svc) -> list[appconfig.SettingView]:
     """Every setting operators may change, with its effective value and default."""
     return await appconfig.list_settings(svc.pool, svc.store, svc.app.settings)
 
 
-@router.put("/api/settings/{key}", response_model=SettingOut, tags=["settings"])
+@router.put("/api/settings/{key}", response_model=appconfig.SettingView, tags=["settings"])
 async def put_setting(key: str, body: SettingIn, svc: Svc, who: Caller) -> appconfig.SettingView:
     """Change a setting (takes effect at the next pass of what reads it)."""
     return await appconfig.put_setting(
@@ -82,13 +80,13 @@ async def put_setting(key: str, body: SettingIn, svc: Svc, who: Caller) -> appco
     )
 
 
-@router.get("/api/variables", response_model=list[VariableOut], tags=["settings"])
+@router.get("/api/variables", response_model=list[appconfig.Variable], tags=["settings"])
 async def list_variables(svc: Svc) -> list[appconfig.Variable]:
     """Global variables; a secret one's value is never returned."""
     return await appconfig.list_variables(svc.pool, svc.store)
 
 
-@router.put("/api/variables/{name}", response_model=VariableOut, tags=["settings"])
+@router.put("/api/variables/{name}", response_model=appconfig.Variable, tags=["settings"])
 async def put_variable(name: str, body: VariableIn, svc: Svc, who: Caller) -> appconfig.Variable:
     """Create or replace a variable."""
     return await appconfig.put_variable(

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from tickwork.auth.roles import Role
+from tickwork.types import from_row
 
 Row = dict[str, Any]
 
@@ -33,15 +34,7 @@ class User:
     @classmethod
     def from_row(cls, row: Row) -> User:
         """A ``users`` row."""
-        return cls(
-            id=row["id"],
-            email=row["email"],
-            name=row["name"],
-            role=Role[row["role"]],
-            disabled=row["disabled"],
-            created_at=row["created_at"],
-            last_login_at=row["last_login_at"],
-        )
+        return from_row(cls, row, role=Role[row["role"]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,16 +98,7 @@ class Invite:
     @classmethod
     def from_row(cls, row: Row) -> Invite:
         """An ``invites`` row."""
-        return cls(
-            id=row["id"],
-            email=row["email"],
-            role=Role[row["role"]],
-            created_by=row["created_by"],
-            created_at=row["created_at"],
-            expires_at=row["expires_at"],
-            accepted_at=row["accepted_at"],
-            revoked_at=row["revoked_at"],
-        )
+        return from_row(cls, row, role=Role[row["role"]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,16 +125,7 @@ class ApiToken:
     @classmethod
     def from_row(cls, row: Row) -> ApiToken:
         """An ``api_tokens`` row."""
-        return cls(
-            id=row["id"],
-            user_id=row["user_id"],
-            name=row["name"],
-            role=Role[row["role"]],
-            created_at=row["created_at"],
-            expires_at=row["expires_at"],
-            last_used_at=row["last_used_at"],
-            revoked_at=row["revoked_at"],
-        )
+        return from_row(cls, row, role=Role[row["role"]])
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from tickwork.types import (
     Job,
     JobState,
     Progress,
+    from_row,
 )
 
 if TYPE_CHECKING:
@@ -177,27 +178,11 @@ def inserted_job(sent: JobRow, job_id: int, args: dict[str, Any], created_at: da
 
 def execution(row: Row) -> Execution:
     """An ``executions`` row as an :class:`Execution`."""
-    return Execution(
-        id=row["id"],
-        job_id=row["job_id"],
-        attempt=row["attempt"],
-        worker_id=row["worker_id"],
-        state=ExecutionState(row["state"]),
-        started_at=row["started_at"],
-        lease_expires_at=row["lease_expires_at"],
-        finished_at=row["finished_at"],
-        error=error_info(row["error"]),
+    return from_row(
+        Execution, row, state=ExecutionState(row["state"]), error=error_info(row["error"])
     )
 
 
 def audit_event(row: Row) -> AuditEvent:
     """An ``audit_events`` row as an :class:`AuditEvent`."""
-    return AuditEvent(
-        id=row["id"],
-        occurred_at=row["occurred_at"],
-        actor=row["actor"],
-        event_type=row["event_type"],
-        target_type=row["target_type"],
-        target_id=row["target_id"],
-        metadata=row["metadata"],
-    )
+    return from_row(AuditEvent, row)

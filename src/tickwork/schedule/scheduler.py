@@ -32,6 +32,7 @@ from tickwork.queue.enqueue import encode_args
 from tickwork.schedule.cron import CronSchedule
 from tickwork.service import run_periodically
 from tickwork.task import TaskOptions
+from tickwork.types import from_row
 
 log = logging.getLogger("tickwork.scheduler")
 
@@ -107,23 +108,7 @@ class StoredSchedule:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> StoredSchedule:
         """A ``schedules`` row."""
-        return cls(
-            name=row["name"],
-            task=row["task"],
-            cron=row["cron"],
-            timezone=row["timezone"],
-            misfire=row["misfire"],
-            overlap=row["overlap"],
-            enabled=row["enabled"],
-            paused=row["paused"],
-            next_run_at=row["next_run_at"],
-            last_fire_at=row["last_fire_at"],
-            args=row["args"],
-            queue=row["queue"],
-            priority=row["priority"],
-            misfire_limit=row["misfire_limit"],
-            origin=row["origin"],
-        )
+        return from_row(cls, row)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,8 @@ from typing import Any
 
 import psycopg
 
+from tickwork.types import from_row
+
 
 class SignalStatus(enum.StrEnum):
     """Where a signal is."""
@@ -79,10 +81,7 @@ class Signal:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Signal:
         """A ``signals`` row."""
-        return cls(
-            **{name: row[name] for name in cls.__dataclass_fields__ if name != "status"},
-            status=SignalStatus(row["status"]),
-        )
+        return from_row(cls, row, status=SignalStatus(row["status"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,15 +100,7 @@ class Delivery:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Delivery:
         """A ``signal_reactor_status`` row."""
-        return cls(
-            reactor_name=row["reactor_name"],
-            status=DeliveryStatus(row["status"]),
-            dry_run=row["dry_run"],
-            processed_at=row["processed_at"],
-            error_message=row["error_message"],
-            retry_count=row["retry_count"],
-            next_retry_at=row["next_retry_at"],
-        )
+        return from_row(cls, row, status=DeliveryStatus(row["status"]))
 
 
 @dataclass(frozen=True, slots=True)
