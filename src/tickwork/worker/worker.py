@@ -25,7 +25,7 @@ import socket
 import time
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -392,35 +392,31 @@ class Worker:
             own = True
         else:
             own = False
+        services: list[tuple[str, Coroutine[Any, Any, None]]] = []
         if self.run_scheduler:
             self.scheduler_service = self.app.scheduler_service(self._pool, leases)
             await self.scheduler_service.scheduler.sync(
                 list(self.app.schedules.values()), defined_by=self.id
             )
-            self._background.append(
-                asyncio.create_task(
-                    self.scheduler_service.run(self._stop), name="tickwork-scheduler"
-                )
-            )
+            services.append(("tickwork-scheduler", self.scheduler_service.run(self._stop)))
         if self.run_retention and self.retention is not None:
             leases.compete([Role.RETENTION], settings.leases)
-            self._background.append(
-                asyncio.create_task(
-                    run_periodically(
-                        leases.gate(Role.RETENTION, self.retention.run_once),
-                        interval=settings.retention.interval,
-                        stop=self._stop,
-                        log=log,
-                        name="retention pass",
-                    ),
-                    name="tickwork-retention",
-                )
+            retention = run_periodically(
+                leases.gate(Role.RETENTION, self.retention.run_once),
+                interval=settings.retention.interval,
+                stop=self._stop,
+                log=log,
+                name="retention pass",
             )
+            services.append(("tickwork-retention", retention))
         if not leases.roles:
             return
-        # take the leases now rather than a heartbeat later (the heartbeat tries again)
+        # take the leases before the services' first pass, which would otherwise find them
+        # not held and wait a whole interval (the heartbeat tries again after a failure)
         with contextlib.suppress(psycopg.Error, OSError):
             await leases.run_once()
+        for name, service in services:
+            self._background.append(asyncio.create_task(service, name=name))
         if own:
             self._background.append(
                 asyncio.create_task(leases.run(self._stop), name="tickwork-leases")
