@@ -53,8 +53,8 @@ from tickwork.queue.enqueue import (
     unregistered_row,
 )
 from tickwork.signals.publisher import Signals
+from tickwork.signals.purge import SignalRetention
 from tickwork.signals.reactor import Reactor, Reactors
-from tickwork.signals.retention import SignalRetention
 from tickwork.task import Task, task_options
 from tickwork.types import AuditEvent, Execution, Job, Leader
 
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from tickwork.health import Health
     from tickwork.leases import LeaseManager
     from tickwork.schedule.scheduler import SchedulerService, ScheduleSpec, StoredSchedule
+    from tickwork.signals.runtime import SignalRuntime
     from tickwork.worker.worker import Worker
 
 P = ParamSpec("P")
@@ -307,6 +308,27 @@ class App:
             leases = LeaseManager(pool, self.db.store, self.settings.leases, [])
         leases.compete([Role.SCHEDULER], self.settings.leases)
         return SchedulerService(scheduler, leases, interval=self.settings.scheduler.interval)
+
+    def signal_runtime(
+        self,
+        pool: AsyncConnectionPool[Any],
+        *,
+        holder_id: str | None = None,
+        leases: LeaseManager | None = None,
+    ) -> SignalRuntime:
+        """The signal processor and sweeps of this app's reactors, on ``pool``; their lease
+        roles go to ``leases`` (the process's manager, whose heartbeat the caller runs), or to
+        a manager of the runtime's own (``holder_id``) that it runs itself."""
+        from tickwork.signals.runtime import SignalRuntime
+
+        return SignalRuntime(
+            pool,
+            self.db.store,
+            self.settings.signals,
+            self.reactors,
+            holder_id=holder_id,
+            leases=leases,
+        )
 
     def get_task(self, name: str) -> Task[Any, Any]:
         """The registered task called ``name``."""

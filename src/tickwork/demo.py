@@ -27,7 +27,6 @@ from tickwork.db.scratch import scratch_schema
 from tickwork.leases import Role
 from tickwork.queue.backoff import FixedBackoff
 from tickwork.signals import Reactor, ReactorContext, Signal
-from tickwork.signals.runtime import SignalRuntime
 from tickwork.types import Job, JobState
 from tickwork.worker.context import JobContext
 from tickwork.worker.worker import Outcome
@@ -129,7 +128,7 @@ async def _signals(app: App, console: Console) -> None:
         f"{len({e.signal_id for e in emitted})} signal ({squashed} squashed into it), "
         f"debounce window {DEBOUNCE_SECONDS:g}s"
     )
-    runtime = SignalRuntime(app, await app.db.async_pool())
+    runtime = app.signal_runtime(await app.db.async_pool())
     await runtime.leases.run_once()
     if not runtime.leases.holds(Role.SIGNAL_MASTER):
         console.print("another process holds SIGNAL_MASTER: it will process the signal")

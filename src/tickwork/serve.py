@@ -179,9 +179,7 @@ async def _serve(
 
     signal_runtime = None
     if "signals" in options.roles:
-        from tickwork.signals.runtime import SignalRuntime
-
-        signal_runtime = SignalRuntime(app, pool, leases=leases)
+        signal_runtime = app.signal_runtime(pool, leases=leases)
         running.append(
             asyncio.create_task(signal_runtime.run(background_stop), name="tickwork-signals")
         )

@@ -31,7 +31,6 @@ from tickwork.auth.tokens import REQUIRED_CLAIMS
 from tickwork.config import load_settings
 from tickwork.errors import ConfigError, DatabaseUnavailable
 from tickwork.signals import Reactor, ReactorContext, Signal
-from tickwork.signals.runtime import SignalRuntime
 
 from ..figures import record, scale
 from .api_support import BASE_URL, PASSWORD, Api, email, start_api
@@ -721,7 +720,7 @@ async def fuzzed(database_url: str, schema: str, clean: None) -> AsyncIterator[A
     )
     register_echo(app)
     app.add_reactor(Tally())
-    runtime = SignalRuntime(app, await app.db.async_pool(), holder_id="fuzz-holder")
+    runtime = app.signal_runtime(await app.db.async_pool(), holder_id="fuzz-holder")
     await runtime.leases.run_once()
     async for api in start_api(app, runtime):
         yield api

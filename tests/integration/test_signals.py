@@ -77,7 +77,7 @@ async def env(
 ) -> AsyncIterator[tuple[App, SignalRuntime]]:
     app = make_app(database_url, schema)
     pool = await app.db.async_pool()
-    runtime = SignalRuntime(app, pool, holder_id="test-holder")
+    runtime = app.signal_runtime(pool, holder_id="test-holder")
     await runtime.leases.run_once()
     assert runtime.leases.holds(Role.SIGNAL_MASTER) and runtime.leases.holds(Role.SWEEP_MASTER)
     yield app, runtime
@@ -333,7 +333,7 @@ async def test_only_the_lease_holder_processes_and_sweeps(
     app, holder = env
     a = Recorder("a", {"T"}, cron="* * * * *")
     app.add_reactor(a)
-    other = SignalRuntime(app, holder.pool, holder_id="other-process")
+    other = app.signal_runtime(holder.pool, holder_id="other-process")
     await other.leases.run_once()
     assert not other.leases.holds(Role.SIGNAL_MASTER)
     app.signals.emit("T", aggregate_key="k")

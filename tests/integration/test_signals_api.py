@@ -46,7 +46,7 @@ async def env(
     )
     tally = Tally()
     app.add_reactor(tally)
-    runtime = SignalRuntime(app, await app.db.async_pool(), holder_id="api-holder")
+    runtime = app.signal_runtime(await app.db.async_pool(), holder_id="api-holder")
     await runtime.leases.run_once()
     async for api in start_api(app, runtime):
         yield api, runtime, tally
@@ -209,7 +209,7 @@ async def test_setters_that_need_the_lease_answer_409_elsewhere(
     api, runtime, _ = env
     admin = api.headers(Role.ADMIN)
     await runtime.leases.release()  # this process no longer holds anything
-    other = SignalRuntime(api.app, runtime.pool, holder_id="the-other-process")
+    other = api.app.signal_runtime(runtime.pool, holder_id="the-other-process")
     await other.leases.run_once()
     for path, body in (
         (f"{BASE}/reactors/tally/dry-run", {"dry_run": True}),

@@ -22,8 +22,8 @@ from tickwork.errors import NotFoundError, NotLeaderError
 from tickwork.leases import Role
 from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE
 from tickwork.signals import admin
+from tickwork.signals.records import Delivery, Signal
 from tickwork.signals.runtime import SignalRuntime
-from tickwork.signals.types import Delivery, Signal
 
 router = APIRouter(prefix="/api/admin/signals", tags=["signals"])
 

@@ -114,11 +114,10 @@ def _configured(view: admin.ReactorView) -> ConfiguredReactorOut:
 
 
 async def _reactor_views(the_app: App, pool: AsyncConnectionPool[Any]) -> list[admin.ReactorView]:
-    from tickwork.signals.runtime import SignalRuntime
 
     # Never run: its control holds no override, so the switches it reports are the
     # configuration's, and its sweep scheduler resolves each effective sweep cron.
-    runtime = SignalRuntime(the_app, pool)
+    runtime = the_app.signal_runtime(pool)
     return await admin.reactors_view(
         pool, the_app.db.store, the_app.reactors, runtime.control, runtime.sweeps
     )

@@ -28,7 +28,7 @@ from tickwork.cli.common import (
 )
 from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE, Page
 from tickwork.signals import admin
-from tickwork.signals.types import Signal
+from tickwork.signals.records import Signal
 
 __all__ = ["signals_cli"]
 

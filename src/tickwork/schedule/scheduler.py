@@ -27,10 +27,10 @@ from tickwork.db.store import Store
 from tickwork.db.store.schedules import ScheduleFields
 from tickwork.errors import ScheduleError
 from tickwork.leases import LeaseManager, Role
+from tickwork.periodic import run_periodically
 from tickwork.queue.admin import WORKER_STALE_AFTER
 from tickwork.queue.enqueue import encode_args
 from tickwork.schedule.cron import CronSchedule
-from tickwork.service import run_periodically
 from tickwork.task import TaskOptions
 from tickwork.types import from_row
 

@@ -7,7 +7,7 @@ holders of the SIGNAL_MASTER and SWEEP_MASTER leases). See docs/signals.md.
 
 from tickwork.signals.publisher import Emitted, Signals
 from tickwork.signals.reactor import Reactor
-from tickwork.signals.types import (
+from tickwork.signals.records import (
     Delivery,
     DeliveryStatus,
     ReactorContext,

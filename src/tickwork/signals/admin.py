@@ -15,8 +15,8 @@ from tickwork.db.store import Store
 from tickwork.errors import InvalidInput, NotFoundError, SignalSupersededError
 from tickwork.queue.admin import DEFAULT_PAGE, Page, check_limit, check_range, parse_choices
 from tickwork.signals.reactor import Reactors
+from tickwork.signals.records import Delivery, Signal, SignalStatus
 from tickwork.signals.sweeps import SweepScheduler
-from tickwork.signals.types import Delivery, Signal, SignalStatus
 
 
 @dataclass(frozen=True, slots=True)

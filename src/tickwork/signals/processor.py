@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from tickwork import metrics
 from tickwork.control import RuntimeControl
 from tickwork.leases import Role
+from tickwork.signals.base import SignalService
 from tickwork.signals.reactor import Reactor
-from tickwork.signals.service import SignalService
-from tickwork.signals.types import DeliveryStatus, ReactorContext, Signal, SignalStatus
+from tickwork.signals.records import DeliveryStatus, ReactorContext, Signal, SignalStatus
 
 log = logging.getLogger("tickwork.signals")
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 
 from tickwork.errors import ReactorDefinitionError
 from tickwork.schedule.cron import CronSchedule
-from tickwork.signals.types import ReactorContext, Signal
+from tickwork.signals.records import ReactorContext, Signal
 
 REACTOR_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,99}\Z")
 SIGNAL_TYPE = re.compile(r"^[A-Za-z0-9_.:-]{1,100}\Z")

@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from tickwork.config import SignalSettings
 from tickwork.control import RuntimeControl
+from tickwork.db.store import Store
 from tickwork.errors import NotLeaderError
 from tickwork.leases import LeaseManager, Role
-from tickwork.service import run_periodically
+from tickwork.periodic import run_periodically
 from tickwork.signals.processor import SignalProcessor
+from tickwork.signals.reactor import Reactors
 from tickwork.signals.sweeps import SweepScheduler
-
-if TYPE_CHECKING:
-    from tickwork.app import App
 
 log = logging.getLogger("tickwork.signals")
 
@@ -31,18 +31,18 @@ class SignalRuntime:
 
     def __init__(
         self,
-        app: App,
         pool: AsyncConnectionPool[Any],
+        store: Store,
+        settings: SignalSettings,
+        reactors: Reactors,
         *,
         holder_id: str | None = None,
         leases: LeaseManager | None = None,
     ) -> None:
         """``leases``: the process's lease manager, whose heartbeat its host runs; without
         one the runtime makes its own (``holder_id``) and runs its heartbeat."""
-        settings = app.settings.signals
-        self.app = app
         self.pool = pool
-        self.store = app.db.store
+        self.store = store
         self.settings = settings
         self.control = RuntimeControl(settings)
         self._own_leases = leases is None
@@ -50,7 +50,7 @@ class SignalRuntime:
             leases = LeaseManager(pool, self.store, settings.lease, [], holder_id=holder_id)
         leases.compete([Role.SIGNAL_MASTER, Role.SWEEP_MASTER], settings.lease)
         self.leases = leases
-        args = (pool, self.store, settings, app.reactors, self.control, self.leases)
+        args = (pool, self.store, settings, reactors, self.control, self.leases)
         self.processor = SignalProcessor(*args)
         self.sweeps = SweepScheduler(*args)
 

@@ -15,9 +15,9 @@ from tickwork import metrics
 from tickwork.errors import NotFoundError, NotLeaderError
 from tickwork.leases import Role
 from tickwork.schedule.cron import CronSchedule
+from tickwork.signals.base import SignalService
 from tickwork.signals.reactor import Reactor
-from tickwork.signals.service import SignalService
-from tickwork.signals.types import ReactorContext
+from tickwork.signals.records import ReactorContext
 
 log = logging.getLogger("tickwork.sweeps")
 

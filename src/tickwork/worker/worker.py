@@ -41,11 +41,11 @@ from tickwork.db.store import AsyncConn
 from tickwork.errors import ConfigError, JobCancelled
 from tickwork.leases import LeaseManager, Role
 from tickwork.limits import MAX_JSON_BYTES, cut, json_refusal
+from tickwork.periodic import raise_if_cancelled, run_periodically, wait_for_stop
 from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
 from tickwork.queue.retention import Retention
 from tickwork.queue.watchdog import Watchdog
-from tickwork.service import raise_if_cancelled, run_periodically, wait_for_stop
 from tickwork.types import ErrorInfo, ExecutionState, Job, JobState
 from tickwork.worker.completer import Completer, Completion
 from tickwork.worker.context import JobContext

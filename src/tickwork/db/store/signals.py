@@ -1,6 +1,6 @@
 """Statements of ``sql/signals.sql``: signals, their per-reactor delivery and sweep runs.
 
-Rows stay rows here: :class:`tickwork.signals.types.Signal` sits in a package whose
+Rows stay rows here: :class:`tickwork.signals.records.Signal` sits in a package whose
 ``__init__`` imports the publisher (and so ``db``), which a module of ``db`` cannot import back
 while ``db`` is loading.
 """

@@ -9,7 +9,7 @@ import logging
 from tickwork.config import SIGNAL_RETENTION_REACTOR
 from tickwork.db.store import Store
 from tickwork.signals.reactor import Reactor
-from tickwork.signals.types import ReactorContext
+from tickwork.signals.records import ReactorContext
 
 log = logging.getLogger("tickwork.signals")
 
