@@ -70,6 +70,41 @@ async def test_notify_during_a_claim_in_flight_is_not_lost(
         assert (await outcomes.for_job(b.id)).job_state is JobState.SUCCEEDED
 
 
+async def test_a_failed_claim_is_tried_again_without_waiting_for_the_poll(
+    app: App, background: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the claim a notification asked for fails (the database out of reach for a moment): the
+    # job must not wait for the poll interval, which here never comes
+    from tickwork.worker.worker import Worker
+
+    original_claim = Worker._claim
+    failed = asyncio.Event()
+
+    async def fails_once_with_a_job_waiting(self: Worker, limit: int) -> Any:
+        if not failed.is_set():
+            pool = await app.db.async_pool()
+            async with pool.connection() as conn:
+                cur = await conn.execute(
+                    f"SELECT count(*) FROM {app.settings.schema_name}.jobs WHERE state = 'PENDING'"
+                )
+                waiting = await cur.fetchone()
+            if waiting and waiting[0]:  # the claim the job's notification asked for
+                failed.set()
+                raise psycopg.OperationalError("connection lost")
+        return await original_claim(self, limit)
+
+    monkeypatch.setattr(Worker, "_claim", fails_once_with_a_job_waiting)
+
+    @app.task
+    def ping() -> str:
+        return "pong"
+
+    async with background(app, poll_interval=NEVER) as (_, outcomes):
+        job = await ping.defer_async()
+        outcome = await outcomes.for_job(job.id)
+    assert failed.is_set() and outcome.job_state is JobState.SUCCEEDED
+
+
 async def test_notification_from_a_committed_caller_transaction(
     app: App, background: Any, database_url: str
 ) -> None:

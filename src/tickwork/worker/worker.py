@@ -63,6 +63,9 @@ _T = TypeVar("_T")
 LOGGED_ERROR_CHARS = 500
 """A failed attempt's log line carries this much of its error message (the stored error, on
 the job's page, has all of it up to the storage limit)."""
+CLAIM_RETRY_DELAY = 1.0
+"""Seconds, at most, before a claim that failed (the database out of reach, say) is tried
+again."""
 COMPLETE_RETRY_FIRST_DELAY = 0.1
 """First pause before retrying an outcome write the database refused (doubles each time)."""
 RECONNECT_MAX_DELAY = 5.0
@@ -489,8 +492,12 @@ class Worker:
         try:
             claimed = await self._claim(limit)
         except Exception as exc:  # jobs a failed decode left RUNNING go back via the watchdog
-            log.error("claim failed; retrying after the poll interval", extra={"error": str(exc)})
+            # the notification that asked for this claim is used up: claim again soon rather
+            # than at the poll interval, which may be long (a wake may come sooner)
+            retry_in = min(self.settings.poll_interval, CLAIM_RETRY_DELAY)
+            log.error("claim failed; retrying", extra={"error": str(exc), "retry_in": retry_in})
             self._capacity_bound = False
+            asyncio.get_running_loop().call_later(retry_in, self._wake.set)
             return
         finally:
             self._reserved -= limit
