@@ -3,8 +3,8 @@
 Every process competing for roles runs ONE :class:`LeaseManager` (one holder id), whatever
 services it hosts: each adds the roles it needs (:meth:`LeaseManager.compete`), each with its
 own time to live. Each heartbeat the manager acquires or renews all its roles with ONE
-statement (``lease_attempt_elect``): a lease is taken over
-only when it is the holder's own or has expired. The answer lists the roles held and the
+statement (``lease_attempt_elect``): a lease is taken over only when it is the holder's own
+or has expired. The answer lists the roles held and the
 database's now(), which the manager turns into a local deadline measured from *before* the
 request was sent, so a holder never believes it holds a lease later than the database says
 it expires. A process paused past its deadline (SIGSTOP, a long GC, a frozen VM) finds on

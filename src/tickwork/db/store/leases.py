@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
-from tickwork.types import Leader
+from tickwork.types import Leader, from_row
 
 
 def _leader(row: Row) -> Leader:
-    return Leader(**row)  # lease_list's columns are the record's fields
+    return from_row(Leader, row)
 
 
 class LeaseStatements(Runner):
