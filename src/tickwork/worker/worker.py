@@ -370,8 +370,8 @@ class Worker:
             self._background.append(
                 asyncio.create_task(self.watchdog.run(self._stop), name="tickwork-watchdog")
             )
-        await self._start_singletons()
-        try:
+        try:  # a start of the singletons that fails or is cancelled still ends the loops
+            await self._start_singletons()
             if self.run_executor:
                 await self._claim_loop()
             else:
