@@ -70,6 +70,48 @@ async def test_notify_during_a_claim_in_flight_is_not_lost(
         assert (await outcomes.for_job(b.id)).job_state is JobState.SUCCEEDED
 
 
+async def test_notify_during_a_claim_that_finds_nothing_is_not_lost(
+    app: App, background: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The claim in flight when the NOTIFY arrives comes back empty, so no attempt will free a
+    # slot later: its own return must lead to the claim the NOTIFY is owed (the claim loop
+    # must not still count the claim that has just returned as in flight).
+    from tickwork.worker.worker import Worker
+
+    held = asyncio.Event()
+    gate = asyncio.Event()
+    woken = asyncio.Event()
+    original_claim = Worker._claim
+    original_free = Worker._free_slots
+
+    async def first_claim_empty_and_held(self: Worker, limit: int) -> Any:
+        if not held.is_set():
+            held.set()
+            await gate.wait()
+            return []
+        return await original_claim(self, limit)
+
+    def free_slots(self: Worker) -> int:
+        if held.is_set():
+            woken.set()
+        return original_free(self)
+
+    monkeypatch.setattr(Worker, "_claim", first_claim_empty_and_held)
+    monkeypatch.setattr(Worker, "_free_slots", free_slots)
+
+    @app.task
+    def ping() -> str:
+        return "pong"
+
+    async with background(app, poll_interval=NEVER) as (_, outcomes):
+        await asyncio.wait_for(held.wait(), outcomes.HANG_GUARD)
+        job = await ping.defer_async()
+        await asyncio.wait_for(woken.wait(), outcomes.HANG_GUARD)  # its NOTIFY, no claim yet
+        gate.set()
+        outcome = await outcomes.for_job(job.id)
+    assert outcome.job_state is JobState.SUCCEEDED
+
+
 async def test_a_failed_claim_is_tried_again_without_waiting_for_the_poll(
     app: App, background: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -213,6 +213,7 @@ class Worker:
         self._capacity_bound = False  # the last claim came back full: the queue may hold more
         self._busy = 0  # attempts whose handler has not returned yet (their slots are taken)
         self._reserved = 0  # slots promised to claims in flight
+        self._claiming = 0  # claims in flight
         self._claim_owed = False  # the claim loop was woken but could not claim yet
         self.watchdog: Watchdog | None = None
         self.retention: Retention | None = None
@@ -456,11 +457,13 @@ class Worker:
                 # written batch wakes the loop again instead of the wake being used up.
                 self._claim_owed = True
                 while free > 0 and (
-                    not claims or (len(claims) < CLAIMS_IN_FLIGHT and self._capacity_bound)
+                    not self._claiming
+                    or (self._claiming < CLAIMS_IN_FLIGHT and self._capacity_bound)
                 ):
                     self._claim_owed = False
                     limit = min(free, self._claim_batch)
                     self._reserved += limit
+                    self._claiming += 1
                     free -= limit
                     claim = asyncio.create_task(self._claim_and_start(limit))
                     claims.add(claim)
@@ -500,7 +503,11 @@ class Worker:
             asyncio.get_running_loop().call_later(retry_in, self._wake.set)
             return
         finally:
+            # counted out here, not by the task's done callback: the wake below resumes the
+            # claim loop before that callback runs, and a pass that still counted this claim
+            # would leave the wake it is owed unclaimed
             self._reserved -= limit
+            self._claiming -= 1
             if self._claim_owed:
                 self._wake.set()
         for row in claimed:
