@@ -28,8 +28,9 @@ from tickwork.types import (
     JobState,
     Progress,
 )
+from tickwork.worker.attempt import Outcome
 from tickwork.worker.context import JobContext
-from tickwork.worker.worker import Outcome, RunOnceResult, Worker
+from tickwork.worker.worker import RunOnceResult, Worker
 
 __all__ = [
     "App",

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 import psycopg
+from pydantic import ValidationError
 
 from tickwork import metrics
 from tickwork.config import (
@@ -17,6 +19,8 @@ from tickwork.config import (
     DEFAULT_QUEUE,
     DEFAULT_TASK_TIMEOUT,
     Settings,
+    WorkerSettings,
+    describe,
     load_settings,
 )
 from tickwork.db.database import (
@@ -30,6 +34,7 @@ from tickwork.db.migrate import migrate
 from tickwork.db.store import AsyncConn, Conn, Row, Store
 from tickwork.db.store.jobs import JobRow
 from tickwork.errors import (
+    ConfigError,
     EnqueueError,
     JobNotFoundError,
     JobStateError,
@@ -37,6 +42,7 @@ from tickwork.errors import (
     TaskDefinitionError,
     UnknownTaskError,
 )
+from tickwork.health import DEFAULT_XMIN_WARNING_SECONDS, Health, check
 from tickwork.queue import rows as decode
 from tickwork.queue.admin import ALLOWED_FROM
 from tickwork.queue.backoff import Backoff
@@ -52,20 +58,35 @@ from tickwork.queue.enqueue import (
     sync_connection,
     unregistered_row,
 )
+from tickwork.queue.options import task_options
+from tickwork.queue.retention import Retention
+from tickwork.queue.wait import wait, wait_async
+from tickwork.queue.watchdog import Watchdog
+from tickwork.schedule.admin import check_schedule_name
+from tickwork.schedule.cron import CronSchedule
+from tickwork.schedule.scheduler import (
+    Misfire,
+    Overlap,
+    Scheduler,
+    SchedulerService,
+    ScheduleSpec,
+    StoredSchedule,
+    job_options,
+)
+from tickwork.services.host import WORKER_ROLES, ServiceHost
+from tickwork.services.leases import LeaseManager, Role
 from tickwork.signals.publisher import Signals
 from tickwork.signals.purge import SignalRetention
 from tickwork.signals.reactor import Reactor, Reactors
-from tickwork.task import Task, task_options
+from tickwork.signals.runtime import SignalRuntime
+from tickwork.task import Task
 from tickwork.types import AuditEvent, Execution, Job, Leader
+from tickwork.worker.attempt import Outcome
+from tickwork.worker.run import run_blocking
+from tickwork.worker.worker import Worker
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
-
-    from tickwork.health import Health
-    from tickwork.leases import LeaseManager
-    from tickwork.schedule.scheduler import SchedulerService, ScheduleSpec, StoredSchedule
-    from tickwork.signals.runtime import SignalRuntime
-    from tickwork.worker.worker import Worker
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -178,9 +199,6 @@ class App:
         time, up to ``misfire_limit``) or SKIP. ``overlap``: ALLOW, or SKIP while the
         schedule's previous job is still pending or running.
         """
-        from tickwork.schedule.admin import check_schedule_name
-        from tickwork.schedule.cron import CronSchedule
-        from tickwork.schedule.scheduler import Misfire, Overlap, ScheduleSpec
 
         task_name = task if isinstance(task, str) else task.name
         known = self.get_task(task_name)
@@ -226,7 +244,6 @@ class App:
 
     def list_schedules(self) -> list[StoredSchedule]:
         """Every stored schedule, by name."""
-        from tickwork.schedule.scheduler import StoredSchedule
 
         found = self._on_pool(self.db.store.schedule_list_sync)
         return [StoredSchedule.from_row(r) for r in found]
@@ -235,7 +252,6 @@ class App:
         self, name: str, *, paused: bool = True, actor: str = DEFAULT_CREATED_BY
     ) -> StoredSchedule:
         """Pause (or with ``paused=False`` resume) a stored schedule; it survives restarts."""
-        from tickwork.schedule.scheduler import StoredSchedule
 
         found = self._on_pool(
             lambda conn: self.db.store.schedule_set_paused_sync(
@@ -251,8 +267,6 @@ class App:
     ) -> StoredSchedule:
         """Enable (or with ``enabled=False`` disable) a stored schedule. Re-enabled, it goes on
         from its next fire time after now: the disabled window is not made up for."""
-        from tickwork.schedule.cron import CronSchedule
-        from tickwork.schedule.scheduler import StoredSchedule
 
         row = self._stored_schedule(name)
         cron = CronSchedule.parse(row["cron"], row["timezone"])
@@ -266,7 +280,6 @@ class App:
 
     def trigger_schedule(self, name: str, *, actor: str = DEFAULT_CREATED_BY) -> Job:
         """Enqueue one job of a stored schedule now, outside its cron."""
-        from tickwork.schedule.scheduler import job_options
 
         row = self._stored_schedule(name)
         task = self.tasks.get(row["task"])
@@ -296,8 +309,6 @@ class App:
         """The SCHEDULER-lease-gated tick for this app's schedules, on ``pool``; the role is
         added to ``leases`` (the process's lease manager), or to a manager of its own whose
         heartbeat the caller runs."""
-        from tickwork.leases import LeaseManager, Role
-        from tickwork.schedule.scheduler import Scheduler, SchedulerService
 
         scheduler = Scheduler(
             pool,
@@ -319,7 +330,6 @@ class App:
         """The signal processor and sweeps of this app's reactors, on ``pool``; their lease
         roles go to ``leases`` (the process's manager, whose heartbeat the caller runs), or to
         a manager of the runtime's own (``holder_id``) that it runs itself."""
-        from tickwork.signals.runtime import SignalRuntime
 
         return SignalRuntime(
             pool,
@@ -508,7 +518,6 @@ class App:
         not by polling; each waiter holds one connection of its own while it waits.
         Raises :class:`~tickwork.errors.WaitTimeout` after ``timeout`` seconds (a
         ``TimeoutError``); a FAILED job awaiting its retry is still being waited for."""
-        from tickwork.queue.wait import wait
 
         job_id = job if isinstance(job, int) else job.id
         try:
@@ -518,7 +527,6 @@ class App:
 
     async def wait_async(self, job: Job | int, *, timeout: float | None = None) -> Job:
         """Async :meth:`wait`."""
-        from tickwork.queue.wait import wait_async
 
         job_id = job if isinstance(job, int) else job.id
         try:
@@ -569,7 +577,6 @@ class App:
     def health(self, *, xmin_warning_seconds: float | None = None) -> Health:
         """Table sizes, dead tuples, HOT ratio and the oldest transaction holding back
         vacuum, with warnings past the thresholds."""
-        from tickwork.health import DEFAULT_XMIN_WARNING_SECONDS, check
 
         threshold = (
             DEFAULT_XMIN_WARNING_SECONDS if xmin_warning_seconds is None else xmin_warning_seconds
@@ -584,11 +591,80 @@ class App:
         with self.db.connect() as conn:
             return migrate(conn, self.db.store)
 
-    def worker(self, **options: Any) -> Worker:
-        """A :class:`~tickwork.worker.Worker` for these tasks; options override settings."""
-        from tickwork.worker.worker import Worker
+    def worker(
+        self,
+        *,
+        run_executor: bool = True,
+        on_finished: Callable[[Outcome], None] | None = None,
+        **options: Any,
+    ) -> Worker:
+        """A :class:`~tickwork.worker.Worker` (the executor alone) for these tasks; options
+        (``queues``, ``concurrency``, ``poll_interval``, ...) override ``settings.worker``.
+        ``tickwork worker`` runs one with the watchdog, the scheduler and retention
+        (:meth:`services`)."""
+        given = {k: v for k, v in options.items() if v is not None}
+        unknown = sorted(set(given) - set(WorkerSettings.model_fields))
+        if unknown:
+            raise ConfigError(f"invalid worker options: unknown {', '.join(unknown)}")
+        try:
+            settings = WorkerSettings.model_validate(self.settings.worker.model_dump() | given)
+        except ValidationError as exc:
+            raise ConfigError("invalid worker options: " + describe(exc, "worker")) from None
+        return Worker(
+            self.tasks, self.db, settings, run_executor=run_executor, on_finished=on_finished
+        )
 
-        return Worker(self, **options)
+    def services(
+        self,
+        pool: AsyncConnectionPool[Any],
+        roles: Collection[str] = WORKER_ROLES,
+        **worker_options: Any,
+    ) -> ServiceHost:
+        """This process's background services by role, on ``pool``: ``executor`` (a
+        :meth:`worker` with ``worker_options``), ``watchdog``, ``scheduler`` and
+        ``retention`` (each unless disabled in the settings) and ``signals`` (the processor
+        and the sweeps); the singletons share the host's one lease manager. A worker record
+        is kept whenever a job-path role runs (code schedules name it as their definer)."""
+
+        settings = self.settings
+        store = self.db.store
+        host = ServiceHost(pool, store, settings.leases)
+        worker = None
+        if set(roles) & {"executor", "watchdog", "scheduler", "retention"}:
+            worker = self.worker(run_executor="executor" in roles, **worker_options)
+            host.add_executor(worker)
+        if worker is not None and "watchdog" in roles:
+            watchdog = Watchdog(
+                pool,
+                store,
+                actor=f"watchdog:{worker.id}",
+                interval=worker.settings.watchdog_interval,
+                batch=worker.settings.watchdog_batch,
+            )
+            host.add("watchdog", watchdog.run)
+        if worker is not None and "scheduler" in roles and settings.scheduler.enabled:
+            scheduler = self.scheduler_service(pool, host.leases)
+            schedules = list(self.schedules.values())
+            defined_by = worker.id
+
+            async def schedule(stop: asyncio.Event) -> None:
+                await scheduler.scheduler.sync(schedules, defined_by=defined_by)
+                await scheduler.run(stop)
+
+            host.add("scheduler", schedule, after_election=True)
+        if "retention" in roles and settings.retention.enabled:
+            retention = Retention(pool, store, settings.retention)
+            host.add_singleton(
+                Role.RETENTION,
+                "retention",
+                retention.run_once,
+                interval=settings.retention.interval,
+                lease_settings=settings.leases,
+            )
+        if "signals" in roles:
+            host.signals = self.signal_runtime(pool, leases=host.leases)
+            host.add("signals", host.signals.run, after_election=True)
+        return host
 
     def run_worker(
         self,
@@ -598,12 +674,19 @@ class App:
         migrate: bool = True,
         **options: Any,
     ) -> None:
-        """Migrate, then claim and run jobs until SIGTERM/SIGINT (blocking)."""
-        from tickwork.worker.run import run_blocking
+        """Migrate, then claim and run jobs until SIGTERM/SIGINT (blocking), with the
+        watchdog, the scheduler and retention (:meth:`services`)."""
 
         if migrate:
             self.migrate()
-        run_blocking(self.worker(queues=queues, concurrency=concurrency, **options))
+
+        async def start() -> ServiceHost:
+            pool = await self.db.async_pool()
+            return self.services(
+                pool, WORKER_ROLES, queues=queues, concurrency=concurrency, **options
+            )
+
+        run_blocking(start, close=self.db.aclose)
 
     def close(self) -> None:
         """Close the app's connection pools."""

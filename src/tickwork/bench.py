@@ -33,7 +33,7 @@ from typing import Any
 from tickwork.app import App
 from tickwork.db.scratch import empty, is_scratch, refusal, scratch_schema
 from tickwork.queue.enqueue import JobSpec
-from tickwork.worker.worker import Outcome
+from tickwork.worker.attempt import Outcome
 
 BENCH_SCHEMA_PREFIX = "tickwork_bench_"
 """A run with no ``TICKWORK_SCHEMA`` makes a schema named this plus 8 random hex digits."""

@@ -24,12 +24,13 @@ from rich.table import Table
 from tickwork.app import App
 from tickwork.config import load_settings
 from tickwork.db.scratch import scratch_schema
-from tickwork.leases import Role
 from tickwork.queue.backoff import FixedBackoff
+from tickwork.services.host import WORKER_ROLES
+from tickwork.services.leases import Role
 from tickwork.signals import Reactor, ReactorContext, Signal
 from tickwork.types import Job, JobState
+from tickwork.worker.attempt import Outcome
 from tickwork.worker.context import JobContext
-from tickwork.worker.worker import Outcome
 
 DEMO_QUEUE = "demo"
 SCHEMA_SUFFIX = "_demo"
@@ -178,10 +179,15 @@ async def _show(app: App, slow_started: asyncio.Event, console: Console) -> list
         if not waiting and len(heartbeats) >= HEARTBEATS_TO_SEE:
             settled.set()
 
-    worker = app.worker(
-        queues=[DEMO_QUEUE], concurrency=4, on_finished=on_finished, poll_interval=0.2
+    services = app.services(  # the executor, the watchdog, the scheduler (the heartbeat)
+        await app.db.async_pool(),
+        WORKER_ROLES,
+        queues=[DEMO_QUEUE],
+        concurrency=4,
+        on_finished=on_finished,
+        poll_interval=0.2,
     )
-    running = asyncio.create_task(worker.run())
+    running = asyncio.create_task(services.run())
     interrupted = True
     try:
         await slow_started.wait()
@@ -190,7 +196,7 @@ async def _show(app: App, slow_started: asyncio.Event, console: Console) -> list
         await settled.wait()
         interrupted = False
     finally:  # Ctrl-C too: the worker shuts down its own way, not cancelled mid-step
-        worker.request_stop(immediate=interrupted)
+        services.request_stop(immediate=interrupted)
         await running
     await _signals(app, console)
     for job_id in heartbeats:

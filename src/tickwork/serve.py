@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TextIO
 import uvicorn
 
 from tickwork.errors import ConfigError, TickworkError
-from tickwork.leases import LeaseManager
+from tickwork.services.host import SERVICE_ROLES
 from tickwork.worker.run import exit_past_running_handlers, handle_stop_signals
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tickwork.serve")
 
-ROLES = ("api", "executor", "scheduler", "watchdog", "retention", "signals")
+ROLES = ("api", *SERVICE_ROLES)
 """Everything ``serve`` can run; all of it by default."""
 
 EXIT_CANNOT_LISTEN = 4
@@ -146,45 +146,29 @@ async def _serve(
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    worker = None
     signals = 0
+    # one host for every background service of this process: one lease manager (one holder
+    # id) for its singletons, which it heartbeats in one statement
+    services = app.services(
+        pool, options.roles - {"api"}, queues=options.queues, concurrency=options.concurrency
+    )
+    if services.executor is not None:
+        started.append(services.executor)
 
     def on_signal(signum: int) -> None:
         nonlocal signals
         signals += 1
         log.info("stop requested", extra={"signal": signal.Signals(signum).name})
         stop.set()
-        if signals > 1 and worker is not None:  # a second signal skips the grace period
-            worker.request_stop(immediate=True)
+        if signals > 1:  # a second signal skips the grace period
+            services.request_stop(immediate=True)
 
     handle_stop_signals(loop, on_signal)
 
-    running: list[asyncio.Task[None]] = []
+    running: list[asyncio.Task[None]] = [
+        asyncio.create_task(services.run(), name="tickwork-services")
+    ]
     background_stop = asyncio.Event()
-    # one lease manager (one holder id) for every lease-gated service of this process: the
-    # services add their roles to it, and it heartbeats them all in one statement
-    leases = LeaseManager(pool, app.db.store, app.settings.leases, [])
-    if options.roles & {"executor", "scheduler", "watchdog", "retention"}:
-        worker = app.worker(
-            queues=options.queues,
-            concurrency=options.concurrency,
-            run_executor="executor" in options.roles,
-            run_watchdog="watchdog" in options.roles,
-            run_scheduler=app.settings.scheduler.enabled and "scheduler" in options.roles,
-            run_retention=app.settings.retention.enabled and "retention" in options.roles,
-            leases=leases,
-        )
-        started.append(worker)
-        running.append(asyncio.create_task(worker.run(), name="tickwork-worker"))
-
-    signal_runtime = None
-    if "signals" in options.roles:
-        signal_runtime = app.signal_runtime(pool, leases=leases)
-        running.append(
-            asyncio.create_task(signal_runtime.run(background_stop), name="tickwork-signals")
-        )
-    if options.roles & {"scheduler", "retention", "signals"}:
-        running.append(asyncio.create_task(leases.run(background_stop), name="tickwork-leases"))
 
     server = None
     if sock is not None:
@@ -209,7 +193,7 @@ async def _serve(
         host = options.host or app.settings.api.host
         port = sock.getsockname()[1]  # the one the system picked for port 0
         config = uvicorn.Config(
-            create_api(app, auth, pool, signal_runtime),
+            create_api(app, auth, pool, services.signals),
             host=host,
             port=port,
             log_config=None,
@@ -239,8 +223,7 @@ async def _serve(
     log.info("stopping", extra={"reason": "crash" if crashed else "signal"})
     if server is not None:
         server.should_exit = True
-    if worker is not None:
-        worker.request_stop()
+    services.request_stop()
     background_stop.set()
     await asyncio.gather(*running, return_exceptions=True)
     stopper.cancel()

@@ -10,7 +10,7 @@ import asyncio
 
 from tickwork import App
 from tickwork.config import LeaseSettings
-from tickwork.leases import LeaseManager, Role
+from tickwork.services.leases import LeaseManager, Role
 
 SETTINGS = LeaseSettings(heartbeat=0.2, ttl=1.0)
 

@@ -355,10 +355,23 @@ def run_python(block: Block, cwd: Path, env: dict[str, str]) -> None:
         script = cwd / "_doc_block.py"
         script.write_text(block.code, encoding="utf-8")
         argv = [sys.executable, script.name]
-    done = subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=HANG_GUARD, check=False
-    )
-    assert done.returncode == 0, f"{block.id} exited {done.returncode}:\n{done.stderr}"
+    # a block that hangs is aborted with SIGABRT, on which faulthandler prints where every
+    # thread of it stood
+    with subprocess.Popen(
+        [argv[0], "-X", "faulthandler", *argv[1:]],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        try:
+            _, stderr = process.communicate(timeout=HANG_GUARD)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            _, stderr = process.communicate()
+            pytest.fail(f"{block.id} did not end within {HANG_GUARD}s:\n{stderr}")
+    assert process.returncode == 0, f"{block.id} exited {process.returncode}:\n{stderr}"
 
 
 def run_unit(block: Block, cwd: Path, env: dict[str, str]) -> None:

@@ -16,7 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork import App
 from tickwork.config import LeaseSettings
-from tickwork.leases import LeaseManager, Role
+from tickwork.services.leases import LeaseManager, Role
 
 from .support import wait_for
 

@@ -27,6 +27,7 @@ import psycopg
 import pytest
 
 from tickwork import App, ExecutionState, JobContext, JobSpec, JobState
+from tickwork.queue.watchdog import Watchdog
 
 from ..figures import record, scale
 from .support import worker_command
@@ -556,9 +557,10 @@ async def test_stalled_worker_is_fenced_off_after_reclaim(
         what="the stopped zombie's lease has expired",
     )
 
-    async with tasks.worker() as rescuer:
-        assert rescuer.watchdog is not None
-        result = await rescuer.watchdog.run_once()
+    rescuer = Watchdog(
+        await tasks.db.async_pool(), tasks.db.store, actor="watchdog:rescuer", interval=1, batch=10
+    )
+    result = await rescuer.run_once()
     assert result.reclaimed == [(job.id, first, "PENDING")]
     assert scalar(sql, "SELECT state FROM executions WHERE id = %s", [first]) == "TIMED_OUT"
     assert tasks.get_job(job.id).state is JobState.PENDING

@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from tickwork import App
-from tickwork.leases import LeaseManager, Role
+from tickwork.services.leases import LeaseManager, Role
 
 
 async def test_two_heartbeats_at_once_gain_and_log_a_lease_once(

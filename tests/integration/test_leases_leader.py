@@ -12,7 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork import App, ConfigError, load_settings
 from tickwork.config import LeaseSettings
-from tickwork.leases import LeaseManager, Role, new_holder_id
+from tickwork.services.leases import LeaseManager, Role, new_holder_id
 
 ROLES = [Role.SCHEDULER, Role.RETENTION]
 SHORT = LeaseSettings(heartbeat=0.2, ttl=1.0)

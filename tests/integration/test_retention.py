@@ -7,6 +7,7 @@ from typing import Any
 import psycopg
 
 from tickwork import App, FixedBackoff, JobState
+from tickwork.queue.retention import Retention
 
 
 async def test_finished_jobs_past_the_window_are_deleted_with_their_executions(
@@ -42,9 +43,8 @@ async def test_finished_jobs_past_the_window_are_deleted_with_their_executions(
         schema=schema,
         retention={"finished_after": 3600, "dead_letter_after": 3 * 3600, "batch": 1},
     )
-    async with pruner.worker() as w:
-        assert w.retention is not None
-        result = await w.retention.run_once()
+    retention = Retention(await pruner.db.async_pool(), pruner.db.store, pruner.settings.retention)
+    result = await retention.run_once()
     await pruner.db.aclose()
 
     assert result.deleted == 2  # old_ok and cancelled; batch size 1 loops until done

@@ -10,7 +10,7 @@ import pytest
 
 from tickwork import App
 from tickwork.auth import Role
-from tickwork.leases import Role as Lease
+from tickwork.services.leases import Role as Lease
 from tickwork.signals import Reactor, ReactorContext, Signal
 from tickwork.signals.runtime import SignalRuntime
 

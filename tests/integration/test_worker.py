@@ -332,11 +332,12 @@ async def test_stop_waits_for_attempts_that_finish_within_the_grace_period(
 
 
 async def test_a_pass_that_drops_its_cancellation_does_not_hold_shutdown(
-    app: App, background: Any, monkeypatch: pytest.MonkeyPatch
+    app: App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Python 3.11's asyncio.wait_for drops a cancellation that arrives while the awaited
     # thing completes (the pool hands out connections that way): the retention pass below
-    # does the same, and the worker must still stop instead of waiting out the interval.
+    # does the same, and the process's services must still stop instead of waiting out the
+    # interval.
     from tickwork.queue.retention import PruneResult, Retention
 
     entered = asyncio.Event()
@@ -350,10 +351,12 @@ async def test_a_pass_that_drops_its_cancellation_does_not_hold_shutdown(
         return PruneResult(0, False)
 
     monkeypatch.setattr(Retention, "run_once", dropping_pass)
-    async with background(app) as (worker, _):
-        await asyncio.wait_for(entered.wait(), 60)
-    # background() waits for run() to return, or fails after its hang guard
-    assert worker.retention is not None and not worker._background
+    host = app.services(await app.db.async_pool(), {"executor", "retention"})
+    running = asyncio.create_task(host.run())
+    await asyncio.wait_for(entered.wait(), 60)
+    host.request_stop()
+    await asyncio.wait_for(running, 60)  # fails after this hang guard
+    await app.db.aclose()
 
 
 async def test_worker_connections_keep_the_options_of_the_url(

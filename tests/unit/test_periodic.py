@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from tickwork.periodic import run_periodically, wait_for_stop
+from tickwork.services.periodic import run_periodically, wait_for_stop
 
 HANG_GUARD = 60.0  # not a timing assertion: only stops a broken test from hanging
 log = logging.getLogger("test")

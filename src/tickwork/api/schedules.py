@@ -14,10 +14,10 @@ from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.limits import too_deep
 from tickwork.queue import admin as queue_admin
+from tickwork.queue.options import TaskOptions
 from tickwork.queue.rows import servable
 from tickwork.schedule import admin
 from tickwork.schedule.scheduler import StoredSchedule
-from tickwork.task import TaskOptions
 
 router = APIRouter(tags=["schedules"])
 

@@ -19,8 +19,8 @@ from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.config import MAX_SECONDS
 from tickwork.errors import NotFoundError, NotLeaderError
-from tickwork.leases import Role
 from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE
+from tickwork.services.leases import Role
 from tickwork.signals import admin
 from tickwork.signals.records import Delivery, Signal
 from tickwork.signals.runtime import SignalRuntime

@@ -14,7 +14,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.store import Store
-from tickwork.periodic import run_periodically
+from tickwork.services.periodic import run_periodically
 
 log = logging.getLogger("tickwork.watchdog")
 

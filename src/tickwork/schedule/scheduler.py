@@ -26,12 +26,12 @@ from tickwork.config import DEFAULT_MAX_ATTEMPTS, DEFAULT_PRIORITY, DEFAULT_QUEU
 from tickwork.db.store import Store
 from tickwork.db.store.schedules import ScheduleFields
 from tickwork.errors import ScheduleError
-from tickwork.leases import LeaseManager, Role
-from tickwork.periodic import run_periodically
 from tickwork.queue.admin import WORKER_STALE_AFTER
 from tickwork.queue.enqueue import encode_args
+from tickwork.queue.options import TaskOptions
 from tickwork.schedule.cron import CronSchedule
-from tickwork.task import TaskOptions
+from tickwork.services.leases import LeaseManager, Role
+from tickwork.services.periodic import run_periodically
 from tickwork.types import from_row
 
 log = logging.getLogger("tickwork.scheduler")

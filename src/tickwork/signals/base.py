@@ -10,7 +10,7 @@ from psycopg_pool import AsyncConnectionPool
 from tickwork.config import SignalSettings
 from tickwork.control import RuntimeControl
 from tickwork.db.store import Store
-from tickwork.leases import LeaseManager
+from tickwork.services.leases import LeaseManager
 from tickwork.signals.reactor import Reactors
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from tickwork import metrics
 from tickwork.control import RuntimeControl
-from tickwork.leases import Role
+from tickwork.services.leases import Role
 from tickwork.signals.base import SignalService
 from tickwork.signals.reactor import Reactor
 from tickwork.signals.records import DeliveryStatus, ReactorContext, Signal, SignalStatus

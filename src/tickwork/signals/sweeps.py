@@ -13,8 +13,8 @@ from datetime import datetime
 
 from tickwork import metrics
 from tickwork.errors import NotFoundError, NotLeaderError
-from tickwork.leases import Role
 from tickwork.schedule.cron import CronSchedule
+from tickwork.services.leases import Role
 from tickwork.signals.base import SignalService
 from tickwork.signals.reactor import Reactor
 from tickwork.signals.records import ReactorContext

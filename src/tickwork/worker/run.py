@@ -7,10 +7,14 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from tickwork.db import embedded
-from tickwork.worker.worker import Worker
+
+if TYPE_CHECKING:
+    from tickwork.services.host import ServiceHost
+    from tickwork.worker.worker import Worker
 
 log = logging.getLogger("tickwork.worker")
 
@@ -51,14 +55,19 @@ def handle_stop_signals(loop: asyncio.AbstractEventLoop, on_signal: Callable[[in
     _early.clear()
 
 
-def run_blocking(worker: Worker) -> None:
-    """Run ``worker`` until SIGTERM/SIGINT. The first signal drains gracefully (in-flight
-    attempts get the grace period, the rest are released to PENDING); a second one skips
-    the grace period."""
+def run_blocking(
+    start: Callable[[], Awaitable[ServiceHost]], *, close: Callable[[], Awaitable[None]]
+) -> None:
+    """Run the services host that ``start`` builds until SIGTERM/SIGINT, then ``close``. The
+    first signal drains gracefully (in-flight attempts get the grace period, the rest are
+    released to PENDING); a second one skips the grace period."""
+    started: list[ServiceHost] = []
     try:
-        asyncio.run(_main(worker))
+        asyncio.run(_main(start, close, started))
     finally:  # also after an error: a stuck handler thread would hold the exit forever
-        exit_past_running_handlers(worker)
+        for host in started:
+            if host.executor is not None:
+                exit_past_running_handlers(host.executor)
 
 
 def exit_past_running_handlers(worker: Worker) -> None:
@@ -77,15 +86,23 @@ def exit_past_running_handlers(worker: Worker) -> None:
     os._exit(0)
 
 
-async def _main(worker: Worker) -> None:
-    loop = asyncio.get_running_loop()
-    signals_seen = 0
+async def _main(
+    start: Callable[[], Awaitable[ServiceHost]],
+    close: Callable[[], Awaitable[None]],
+    started: list[ServiceHost],
+) -> None:
+    try:
+        host = await start()
+        started.append(host)
+        signals_seen = 0
 
-    def on_signal(signum: int) -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        log.info("stop requested", extra={"signal": signal.Signals(signum).name})
-        worker.request_stop(immediate=signals_seen > 1)
+        def on_signal(signum: int) -> None:
+            nonlocal signals_seen
+            signals_seen += 1
+            log.info("stop requested", extra={"signal": signal.Signals(signum).name})
+            host.request_stop(immediate=signals_seen > 1)
 
-    handle_stop_signals(loop, on_signal)
-    await worker.run()
+        handle_stop_signals(asyncio.get_running_loop(), on_signal)
+        await host.run()
+    finally:
+        await close()

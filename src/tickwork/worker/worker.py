@@ -13,48 +13,39 @@ requests at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import functools
 import json
 import logging
-import math
 import os
 import random
 import socket
 import time
-import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
-from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
-from pydantic import ValidationError
 
 from tickwork import metrics
-from tickwork.config import WorkerSettings, describe
-from tickwork.db.database import POOL_RECONNECT_TIMEOUT
+from tickwork.config import WorkerSettings
+from tickwork.db.database import POOL_RECONNECT_TIMEOUT, Database
 from tickwork.db.store import AsyncConn
-from tickwork.errors import ConfigError, JobCancelled
-from tickwork.leases import LeaseManager, Role
-from tickwork.limits import MAX_JSON_BYTES, cut, json_refusal
-from tickwork.periodic import raise_if_cancelled, run_periodically, wait_for_stop
+from tickwork.limits import cut
 from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
-from tickwork.queue.retention import Retention
-from tickwork.queue.watchdog import Watchdog
+from tickwork.services.periodic import run_periodically
 from tickwork.types import ErrorInfo, ExecutionState, Job, JobState
+from tickwork.worker.attempt import JOB_STATE_OF, JOB_STATES, Attempt, Outcome, run_handler
 from tickwork.worker.completer import Completer, Completion
 from tickwork.worker.context import JobContext
+from tickwork.worker.listener import Listener
 from tickwork.worker.progress import PROGRESS_INTERVAL, ProgressBuffer
+from tickwork.worker.renewer import Renewer
 from tickwork.worker.threads import HandlerThreads
 
 if TYPE_CHECKING:
-    from tickwork.app import App
-    from tickwork.schedule.scheduler import SchedulerService
     from tickwork.task import Task
 
 log = logging.getLogger("tickwork.worker")
@@ -92,29 +83,6 @@ WORKER_SERVER_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
 CLAIM_SERVER_SETTINGS = {"plan_cache_mode": "force_generic_plan"}
 
 
-@dataclass(slots=True)  # not frozen: one per attempt, and a frozen __init__ costs 4x more
-class Outcome:
-    """How one attempt ended, as this worker saw and recorded it."""
-
-    job_id: int
-    """The job."""
-    execution_id: int
-    """The attempt."""
-    task: str
-    """The task name."""
-    execution_state: ExecutionState
-    """The attempt's outcome (RELEASED when handed back at shutdown)."""
-    job_state: JobState | None
-    """The job's state after recording; None when the write was fenced off."""
-    error: ErrorInfo | None = None
-    """Why the attempt did not succeed."""
-
-    @property
-    def fenced(self) -> bool:
-        """True when the attempt was no longer live, so its outcome was not recorded."""
-        return self.job_state is None
-
-
 @dataclass(frozen=True, slots=True)
 class RunOnceResult:
     """What one :meth:`Worker.run_once` did."""
@@ -128,81 +96,31 @@ class RunOnceResult:
         return len(self.outcomes)
 
 
-@dataclass(slots=True)
-class _Running:
-    job: Job
-    execution_id: int
-    is_async: bool
-    ctx: JobContext | None = None  # only for tasks that take one
-    runner: asyncio.Task[None] | None = None
-    interrupt: str | None = None  # "cancel" | "lease_lost" | "shutdown"
-    in_handler: bool = False  # the runner is inside the handler (interrupts land there)
-    cancel_sent: bool = False  # the runner task was cancelled by _interrupt
-    thread_result: asyncio.Future[Any] | None = None  # a sync handler's pending result
-    cut: bool = False  # interrupted by shutdown: _drain releases it instead of recording
-    started: float = 0.0  # monotonic start of the attempt (metrics)
-    done: asyncio.Future[Outcome] | None = None  # set when recorded; only run_once awaits one
-
-
 class Worker:
     """Claims jobs from ``queues`` and runs up to ``concurrency`` of them at once."""
 
     def __init__(
         self,
-        app: App,
+        tasks: Mapping[str, Task[Any, Any]],
+        db: Database,
+        settings: WorkerSettings,
         *,
-        queues: list[str] | None = None,
-        concurrency: int | None = None,
-        poll_interval: float | None = None,
-        lease_ttl: float | None = None,
-        lease_renew_interval: float | None = None,
-        watchdog_interval: float | None = None,
-        watchdog_batch: int | None = None,
-        shutdown_grace: float | None = None,
-        run_watchdog: bool = True,
         run_executor: bool = True,
-        run_scheduler: bool | None = None,
-        run_retention: bool | None = None,
-        leases: LeaseManager | None = None,
         on_finished: Callable[[Outcome], None] | None = None,
     ) -> None:
-        given = {
-            "queues": queues,
-            "concurrency": concurrency,
-            "poll_interval": poll_interval,
-            "lease_ttl": lease_ttl,
-            "lease_renew_interval": lease_renew_interval,
-            "watchdog_interval": watchdog_interval,
-            "watchdog_batch": watchdog_batch,
-            "shutdown_grace": shutdown_grace,
-        }
-        merged = app.settings.worker.model_dump() | {
-            k: v for k, v in given.items() if v is not None
-        }
-        try:
-            self.settings = WorkerSettings.model_validate(merged)
-        except ValidationError as exc:
-            raise ConfigError("invalid worker options: " + describe(exc, "worker")) from None
-        self.app = app
+        """``tasks``: the handlers by name (the App's registry); ``db``: where the jobs are;
+        ``settings``: the worker's (built by :meth:`tickwork.App.worker`)."""
+        self.tasks = tasks
+        self.db = db
+        self.settings = settings
         self.id = uuid.uuid4()
         self.actor = f"worker:{self.id}"
-        self.run_watchdog = run_watchdog
         self.run_executor = run_executor
-        """False: only the background services (watchdog, scheduler, retention) run."""
-        self.run_scheduler = (
-            app.settings.scheduler.enabled if run_scheduler is None else run_scheduler
-        )
-        """Host the scheduler tick (SCHEDULER lease); default: ``scheduler.enabled``."""
-        self.run_retention = (
-            app.settings.retention.enabled if run_retention is None else run_retention
-        )
-        """Host retention (RETENTION lease); default: ``retention.enabled``."""
-        self.leases = leases
-        """The process's lease manager (given by a host that runs its heartbeat, or made by
-        :meth:`run` when the worker hosts a singleton)."""
+        """False: the worker claims nothing; it is this process's record in the workers table
+        (which code schedules name as their definer) for a process hosting only services."""
         self.on_finished = on_finished
-        self.store = app.db.store
-        self._inflight: dict[int, _Running] = {}
+        self.store = db.store
+        self._inflight: dict[int, Attempt] = {}
         self._pool: AsyncConnectionPool[Any] | None = None
         self._claim_pool: AsyncConnectionPool[Any] | None = None  # job_claim only
         self._threads: HandlerThreads | None = None
@@ -215,13 +133,19 @@ class Worker:
         self._reserved = 0  # slots promised to claims in flight
         self._claiming = 0  # claims in flight
         self._claim_owed = False  # the claim loop was woken but could not claim yet
-        self.watchdog: Watchdog | None = None
-        self.retention: Retention | None = None
-        self.scheduler_service: SchedulerService | None = None
         self._completer = Completer(self._complete_many, self._written, self._not_written)
         self._progress = ProgressBuffer()
         self.listening = asyncio.Event()
         """Set while the LISTEN connection is up (cleared when it drops)."""
+        self._renewer = Renewer(
+            self._pooled,
+            self.store,
+            self._inflight,
+            worker_id=self.id,
+            record=lambda: (self.task_names, self._task_options()),
+            lease_ttl=self.settings.lease_ttl,
+            interval=self.settings.lease_renew_interval,
+        )
 
     @property
     def _claim_batch(self) -> int:
@@ -241,11 +165,11 @@ class Worker:
     def task_names(self) -> list[str]:
         """Tasks this worker claims: those registered in its App (none without an executor).
         Jobs of other tasks wait for a worker that has them."""
-        return sorted(self.app.tasks) if self.run_executor else []
+        return sorted(self.tasks) if self.run_executor else []
 
     def _task_options(self) -> str:
         """JSON of what this worker's tasks give their jobs, by task name."""
-        tasks = self.app.tasks
+        tasks = self.tasks
         return json.dumps({name: tasks[name].options.stored() for name in self.task_names})
 
     @property
@@ -272,13 +196,13 @@ class Worker:
         """Open the pool and register this worker; no jobs are claimed yet."""
         if self._pool is not None:
             return
-        url = await asyncio.to_thread(lambda: self.app.db.url)
+        url = await asyncio.to_thread(lambda: self.db.url)
         self._url = url
         self._pool = AsyncConnectionPool(
             url,
             min_size=1,
             max_size=min(self.concurrency, 8) + 3,
-            kwargs=self.app.db.connection_kwargs(url, **WORKER_SERVER_SETTINGS),
+            kwargs=self.db.connection_kwargs(url, **WORKER_SERVER_SETTINGS),
             timeout=POOL_WAIT,
             reconnect_timeout=POOL_RECONNECT_TIMEOUT,
             open=False,
@@ -288,7 +212,7 @@ class Worker:
             url,
             min_size=1,
             max_size=CLAIMS_IN_FLIGHT,
-            kwargs=self.app.db.connection_kwargs(url, **CLAIM_SERVER_SETTINGS),
+            kwargs=self.db.connection_kwargs(url, **CLAIM_SERVER_SETTINGS),
             timeout=POOL_WAIT,
             reconnect_timeout=POOL_RECONNECT_TIMEOUT,
             open=False,
@@ -297,14 +221,6 @@ class Worker:
         await self._pool.open(wait=True)
         await self._claim_pool.open(wait=True)
         self._threads = HandlerThreads(self.concurrency, thread_name_prefix="tickwork-task")
-        self.retention = Retention(self._pool, self.store, self.app.settings.retention)
-        self.watchdog = Watchdog(
-            self._pool,
-            self.store,
-            actor=f"watchdog:{self.id}",
-            interval=self.settings.watchdog_interval,
-            batch=self.settings.watchdog_batch,
-        )
         await self._pooled(
             lambda conn: self.store.worker_register(
                 conn,
@@ -354,8 +270,17 @@ class Worker:
         """Claim and run jobs until :meth:`request_stop`; then shut down gracefully."""
         await self.open()
         self._background = [
-            asyncio.create_task(self._listen_loop(), name="tickwork-listen"),
-            asyncio.create_task(self._renew_loop(), name="tickwork-renew"),
+            asyncio.create_task(
+                Listener(
+                    self._connect_listener,
+                    self._channels,
+                    on_notify=self._on_notify,
+                    on_connected=self._on_listening,
+                    on_lost=lambda: self.listening.clear(),
+                ).run(self._drained),
+                name="tickwork-listen",
+            ),
+            asyncio.create_task(self._renewer.run(self._drained), name="tickwork-renew"),
             asyncio.create_task(
                 run_periodically(  # on through the drain, as the renewals
                     self._write_progress,
@@ -367,12 +292,7 @@ class Worker:
                 name="tickwork-progress",
             ),
         ]
-        if self.run_watchdog and self.watchdog is not None:
-            self._background.append(
-                asyncio.create_task(self.watchdog.run(self._stop), name="tickwork-watchdog")
-            )
-        try:  # a start of the singletons that fails or is cancelled still ends the loops
-            await self._start_singletons()
+        try:
             if self.run_executor:
                 await self._claim_loop()
             else:
@@ -383,48 +303,6 @@ class Worker:
             finally:  # a drain that failed (the database is down) still ends the loops
                 await self._stop_background()
                 await self.close()
-
-    async def _start_singletons(self) -> None:
-        """Start the lease-gated services this worker hosts (the scheduler, retention) on
-        the process's lease manager: the one given, or one of its own whose heartbeat it
-        runs."""
-        assert self._pool is not None, "worker is not open"
-        settings = self.app.settings
-        leases = self.leases
-        if leases is None:
-            leases = self.leases = LeaseManager(self._pool, self.store, settings.leases, [])
-            own = True
-        else:
-            own = False
-        services: list[tuple[str, Coroutine[Any, Any, None]]] = []
-        if self.run_scheduler:
-            self.scheduler_service = self.app.scheduler_service(self._pool, leases)
-            await self.scheduler_service.scheduler.sync(
-                list(self.app.schedules.values()), defined_by=self.id
-            )
-            services.append(("tickwork-scheduler", self.scheduler_service.run(self._stop)))
-        if self.run_retention and self.retention is not None:
-            leases.compete([Role.RETENTION], settings.leases)
-            retention = run_periodically(
-                leases.gate(Role.RETENTION, self.retention.run_once),
-                interval=settings.retention.interval,
-                stop=self._stop,
-                log=log,
-                name="retention pass",
-            )
-            services.append(("tickwork-retention", retention))
-        if not leases.roles:
-            return
-        # take the leases before the services' first pass, which would otherwise find them
-        # not held and wait a whole interval (the heartbeat tries again after a failure)
-        with contextlib.suppress(psycopg.Error, OSError):
-            await leases.run_once()
-        for name, service in services:
-            self._background.append(asyncio.create_task(service, name=name))
-        if own:
-            self._background.append(
-                asyncio.create_task(leases.run(self._stop), name="tickwork-leases")
-            )
 
     async def run_once(self) -> RunOnceResult:
         """Claim up to ``concurrency`` jobs, run them all to the end, record the outcomes."""
@@ -523,13 +401,13 @@ class Worker:
     async def _claim(self, limit: int) -> list[tuple[Job, int, float]]:
         """Claim up to ``limit`` jobs: (job, execution id, seconds it waited after it was due)."""
         assert self._claim_pool is not None, "worker is not open"
-        if not self.app.tasks:
+        if not self.tasks:
             return []  # e.g. `serve` without an app: no job is for this worker
         async with self._claim_pool.connection() as conn:
             rows = await self.store.job_claim(
                 conn,
                 queues=self.queues,
-                tasks=list(self.app.tasks),
+                tasks=list(self.tasks),
                 limit=limit,
                 worker_id=self.id,
                 lease_ttl=self.settings.lease_ttl,
@@ -538,10 +416,10 @@ class Worker:
 
     def _start(
         self, claimed: tuple[Job, int, float], done: asyncio.Future[Outcome] | None = None
-    ) -> _Running:
+    ) -> Attempt:
         job, execution_id, waited = claimed
-        task = self.app.tasks.get(job.task)
-        running = _Running(job, execution_id, is_async=task is not None and task.is_async)
+        task = self.tasks.get(job.task)
+        running = Attempt(job, execution_id, is_async=task is not None and task.is_async)
         running.done = done
         if task is not None and task.pass_context:
             running.ctx = JobContext(
@@ -559,11 +437,11 @@ class Worker:
 
     # -- running one attempt ------------------------------------------------------------
 
-    async def _attempt(self, running: _Running, task: Task[Any, Any] | None) -> None:
+    async def _attempt(self, running: Attempt, task: Task[Any, Any] | None) -> None:
         job = running.job
         try:
             try:
-                state, result, error = await self._invoke(running, task)
+                state, result, error = await run_handler(running, task, self._threads)
             finally:
                 # The slot frees when the handler returns, not when its outcome is written:
                 # the next claim then overlaps with the previous batch's outcome write.
@@ -610,12 +488,12 @@ class Worker:
                 log.exception("finishing an attempt failed", extra={"job_id": completion.job_id})
 
     def _written_one(
-        self, running: _Running, completion: Completion, exceptions: dict[int, str | None]
+        self, running: Attempt, completion: Completion, exceptions: dict[int, str | None]
     ) -> None:
         if completion.execution_id not in exceptions:  # the job's state is the outcome's
-            job_state: JobState | None = _JOB_STATE_OF[completion.state]
+            job_state: JobState | None = JOB_STATE_OF[completion.state]
         elif (state := exceptions[completion.execution_id]) is not None:
-            job_state = _JOB_STATES[state]
+            job_state = JOB_STATES[state]
         else:
             job_state = None
             log.warning(
@@ -637,7 +515,7 @@ class Worker:
 
     def _finished(
         self,
-        running: _Running,
+        running: Attempt,
         state: ExecutionState,
         job_state: JobState | None,
         error: ErrorInfo | None,
@@ -675,94 +553,6 @@ class Worker:
         if running.done is not None and not running.done.done():
             running.done.set_result(outcome)
 
-    async def _invoke(
-        self, running: _Running, task: Task[Any, Any] | None
-    ) -> tuple[ExecutionState, Any, ErrorInfo | None]:
-        """Run the handler in this runner task (no task of its own); interrupts and the
-        timeout arrive as cancellation of this task while it is inside the handler."""
-        job = running.job
-        if task is None:
-            return (
-                ExecutionState.FAILED,
-                None,
-                ErrorInfo(
-                    "tickwork.UnknownTask",
-                    f"no task named {job.task!r} is registered in this worker",
-                ),
-            )
-        args: tuple[Any, ...] = (running.ctx,) if running.ctx is not None else ()
-        scope = asyncio.timeout(job.timeout) if job.timeout is not None else _NO_TIMEOUT
-        running.in_handler = True
-        try:
-            async with scope:
-                if running.is_async:
-                    result = await task.fn(*args, **job.args)
-                else:
-                    call = functools.partial(
-                        contextvars.copy_context().run, task.fn, *args, **job.args
-                    )
-                    loop = asyncio.get_running_loop()
-                    running.thread_result = loop.run_in_executor(self._threads, call)
-                    result = await running.thread_result
-        except asyncio.CancelledError:
-            if not running.cancel_sent:
-                raise  # not an interrupt of ours: the worker itself is being torn down
-            running.cut = running.interrupt == "shutdown"
-            if running.interrupt == "cancel":
-                return (
-                    ExecutionState.CANCELLED,
-                    None,
-                    ErrorInfo("tickwork.JobCancelled", f"job {job.id} was cancelled while running"),
-                )
-            return (
-                ExecutionState.FAILED,
-                None,
-                ErrorInfo(
-                    "asyncio.CancelledError", f"the attempt was interrupted ({running.interrupt})"
-                ),
-            )
-        except TimeoutError as exc:
-            if not scope.expired():
-                return ExecutionState.FAILED, None, _error(exc)  # the handler's own
-            if running.ctx is not None:
-                running.ctx._cancel.set()  # a sync handler that polls its context can stop
-            return (
-                ExecutionState.FAILED,
-                None,
-                ErrorInfo(
-                    "tickwork.TaskTimeout", f"attempt exceeded its timeout of {job.timeout}s"
-                ),
-            )
-        except JobCancelled as exc:
-            cancelled = running.interrupt == "cancel"
-            return (
-                (ExecutionState.CANCELLED if cancelled else ExecutionState.FAILED),
-                None,
-                _error(exc),
-            )
-        except Exception as exc:
-            return ExecutionState.FAILED, None, _error(exc)
-        finally:
-            running.in_handler = False
-            if running.cancel_sent:
-                running.cancel_sent = False
-                current = asyncio.current_task()
-                if current is not None:
-                    current.uncancel()  # the interrupt was delivered and handled here
-        if _plainly_json(result):
-            return ExecutionState.SUCCEEDED, result, None
-        try:  # refuse now what the batch could not encode, or could not be served back
-            refusal = json_refusal(json.dumps(result, allow_nan=False), result)
-        except (TypeError, ValueError, RecursionError) as bad:
-            refusal = f"is not JSON-serialisable: {bad or 'nested too deep'}"
-        if refusal is None:
-            return ExecutionState.SUCCEEDED, result, None
-        return (
-            ExecutionState.FAILED,
-            None,
-            ErrorInfo("tickwork.ResultNotSerialisable", f"the task's return value {refusal}"),
-        )
-
     # -- progress -----------------------------------------------------------------------
 
     async def _write_progress(self, execution_id: int | None = None) -> None:
@@ -787,60 +577,7 @@ class Worker:
 
     async def renew_leases(self) -> None:
         """Extend the leases of every in-flight attempt; react to cancels and lost leases."""
-        await self._pooled(
-            lambda conn: self.store.worker_heartbeat(
-                conn,
-                worker_id=self.id,
-                tasks=self.task_names,
-                task_options=self._task_options(),
-            )
-        )
-        ids = list(self._inflight)
-        if not ids:
-            return
-        job_ids = [self._inflight[i].job.id for i in ids if i in self._inflight]
-        found = await self._pooled(
-            lambda conn: self.store.execution_renew_leases(
-                conn, job_ids=job_ids, execution_ids=ids, lease_ttl=self.settings.lease_ttl
-            )
-        )
-        alive = {row["id"]: row["cancel_requested"] for row in found if row["renewed"]}
-        busy = {row["id"] for row in found if not row["renewed"]}
-        for execution_id in ids:
-            running = self._inflight.get(execution_id)
-            if running is None or not running.in_handler or execution_id in busy:
-                continue  # finished (its outcome write changed the state), or decided later
-            if execution_id not in alive:
-                self._interrupt(running, "lease_lost")
-            elif alive[execution_id]:
-                self._interrupt(running, "cancel")
-
-    def _interrupt(self, running: _Running, reason: str) -> None:
-        if running.interrupt is not None:
-            return
-        running.interrupt = reason
-        if running.ctx is not None:
-            running.ctx._cancel.set()
-        log.info(
-            "interrupting attempt",
-            extra={
-                "job_id": running.job.id,
-                "execution_id": running.execution_id,
-                "reason": reason,
-            },
-        )
-        # Async handlers get CancelledError at their next await (they may catch it and
-        # finish); a sync handler cannot be interrupted and learns it from its context.
-        # Only a runner inside its handler is cancelled, so the cancellation lands there.
-        finished_in_thread = running.thread_result is not None and running.thread_result.done()
-        if (
-            running.in_handler
-            and not finished_in_thread  # its result is in: let the runner record it
-            and running.runner is not None
-            and (running.is_async or reason == "shutdown")
-        ):
-            running.cancel_sent = True
-            running.runner.cancel()
+        await self._renewer.renew_once()
 
     def _on_notify(self, channel: str, payload: str) -> None:
         if channel == self._channels[0]:
@@ -853,46 +590,22 @@ class Worker:
                 return
             for running in list(self._inflight.values()):
                 if running.job.id == job_id:
-                    self._interrupt(running, "cancel")
+                    running.interrupt("cancel")
 
     @property
     def _channels(self) -> tuple[str, str]:
         return self.store.channel("jobs"), self.store.channel("control")
 
-    async def _listen_loop(self) -> None:
-        delay = COMPLETE_RETRY_FIRST_DELAY
-        while not self._drained.is_set():
-            try:
-                conn = await psycopg.AsyncConnection.connect(
-                    self._url,
-                    application_name=f"tickwork-listen-{self.id}",
-                    **self.app.db.connection_kwargs(self._url),
-                )
-                async with conn:
-                    for channel in self._channels:
-                        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-                    raise_if_cancelled()  # not to listen on after a dropped cancellation
-                    self._wake.set()  # notifications sent while disconnected are lost
-                    self.listening.set()
-                    delay = COMPLETE_RETRY_FIRST_DELAY
-                    async for note in conn.notifies():
-                        self._on_notify(note.channel, note.payload)
-            except (psycopg.Error, OSError) as exc:
-                log.warning("listen connection lost; reconnecting", extra={"error": str(exc)})
-            self.listening.clear()
-            raise_if_cancelled()
-            await wait_for_stop(self._drained, delay)
-            delay = min(delay * 2, RECONNECT_MAX_DELAY)
+    async def _connect_listener(self) -> psycopg.AsyncConnection[Any]:
+        return await psycopg.AsyncConnection.connect(
+            self._url,
+            application_name=f"tickwork-listen-{self.id}",
+            **self.db.connection_kwargs(self._url),
+        )
 
-    async def _renew_loop(self) -> None:
-        # Renewal goes on through the drain: attempts finishing in the grace period keep
-        # their leases until their outcomes are written.
-        while not await wait_for_stop(self._drained, self.settings.lease_renew_interval):
-            try:
-                await self.renew_leases()
-            except (psycopg.Error, OSError) as exc:
-                log.error("lease renewal failed", extra={"error": str(exc)})
-            raise_if_cancelled()
+    def _on_listening(self) -> None:
+        self._wake.set()  # notifications sent while disconnected are lost: claim anyway
+        self.listening.set()
 
     async def _stop_background(self) -> None:
         """End the background loops: each stops at its event, and is cancelled so that one
@@ -933,7 +646,7 @@ class Worker:
         if not left:
             return
         for running in left:
-            self._interrupt(running, "shutdown")
+            running.interrupt("shutdown")
         settling = [r.runner for r in left if r.runner is not None and not r.runner.done()]
         if settling:
             await asyncio.wait(settling, timeout=SHUTDOWN_SETTLE_TIMEOUT)
@@ -994,51 +707,3 @@ class Worker:
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX_DELAY)
-
-
-_JOB_STATES = {state.value: state for state in JobState}
-_JOB_STATE_OF = {
-    ExecutionState.SUCCEEDED: JobState.SUCCEEDED,
-    ExecutionState.FAILED: JobState.FAILED,
-    ExecutionState.CANCELLED: JobState.CANCELLED,
-}
-"""The job's state after an outcome, unless job_complete_many reports otherwise."""
-
-
-class _NoTimeout:
-    """Stands in for ``asyncio.timeout(None)`` without its per-attempt cost."""
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-    def expired(self) -> bool:
-        return False
-
-
-_NO_TIMEOUT = _NoTimeout()
-
-
-def _plainly_json(value: Any) -> bool:
-    """True for results that need no trial encoding (the common no-op and scalar cases)."""
-    if value is None or value is True or value is False:
-        return True
-    kind = type(value)
-    if kind is str:  # short enough that no escaping takes it past the limit
-        return len(value) <= MAX_JSON_BYTES // 6
-    return kind is int or (kind is float and math.isfinite(value))
-
-
-def _error(exc: BaseException) -> ErrorInfo:
-    kind = type(exc)
-    module = kind.__module__
-    name = kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
-    if module.startswith("tickwork"):
-        name = f"tickwork.{kind.__qualname__}"
-    return ErrorInfo(
-        type=name,
-        message=cut(str(exc)),
-        traceback=cut("".join(traceback.format_exception(exc))),
-    )

@@ -34,7 +34,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import LeaseSettings
 from tickwork.db.store import Store
-from tickwork.periodic import run_periodically
+from tickwork.services.periodic import run_periodically
 
 log = logging.getLogger("tickwork.leases")
 T = TypeVar("T")
