@@ -73,11 +73,6 @@ class ServiceHost:
         self._services: list[_Service] = []
         self._stop = asyncio.Event()
 
-    @property
-    def names(self) -> list[str]:
-        """The services added, in order."""
-        return [service.name for service in self._services]
-
     def add(self, name: str, run: ServiceRun, *, after_election: bool = False) -> None:
         """A service that runs until the host stops (``after_election``: started once the
         host has tried for its leases, for a service that gates itself on one)."""
