@@ -83,7 +83,7 @@ def clean(database_url: str, schema: str) -> None:
 async def app(database_url: str, schema: str, clean: None) -> AsyncIterator[App]:
     the_app = App(database_url=database_url, schema=schema)
     yield the_app
-    await the_app.db.aclose()
+    await the_app.aclose()
 
 
 @pytest.fixture

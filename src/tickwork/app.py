@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
@@ -36,15 +36,15 @@ from tickwork.db.store.jobs import JobRow
 from tickwork.errors import (
     ConfigError,
     EnqueueError,
-    JobNotFoundError,
-    JobStateError,
+    NotFoundError,
     ScheduleError,
     TaskDefinitionError,
     UnknownTaskError,
 )
 from tickwork.health import DEFAULT_XMIN_WARNING_SECONDS, Health, check
+from tickwork.portal import Portal
+from tickwork.queue import admin as queue_admin
 from tickwork.queue import rows as decode
-from tickwork.queue.admin import ALLOWED_FROM
 from tickwork.queue.backoff import Backoff
 from tickwork.queue.enqueue import (
     DEFAULT_CREATED_BY,
@@ -58,10 +58,11 @@ from tickwork.queue.enqueue import (
     sync_connection,
     unregistered_row,
 )
-from tickwork.queue.options import task_options
+from tickwork.queue.options import TaskOptions, task_options
 from tickwork.queue.retention import Retention
-from tickwork.queue.wait import wait, wait_async
+from tickwork.queue.wait import wait_async
 from tickwork.queue.watchdog import Watchdog
+from tickwork.schedule import admin as schedule_admin
 from tickwork.schedule.admin import check_schedule_name
 from tickwork.schedule.cron import CronSchedule
 from tickwork.schedule.scheduler import (
@@ -71,10 +72,9 @@ from tickwork.schedule.scheduler import (
     SchedulerService,
     ScheduleSpec,
     StoredSchedule,
-    job_options,
 )
 from tickwork.services.host import WORKER_ROLES, ServiceHost
-from tickwork.services.leases import LeaseManager, Role
+from tickwork.services.leases import LeaseManager, Role, leaders
 from tickwork.signals.publisher import Signals
 from tickwork.signals.purge import SignalRetention
 from tickwork.signals.reactor import Reactor, Reactors
@@ -105,6 +105,8 @@ class App:
     def __init__(self, settings: Settings | None = None, **overrides: Any) -> None:
         self.settings = settings if settings is not None else load_settings(**overrides)
         self.db = Database(self.settings)
+        self.portal = Portal("tickwork-portal", on_close=self.db.close_async_pool)
+        """Runs the operations behind the sync methods (they are written once, async)."""
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
         self.reactors = Reactors()
@@ -244,64 +246,42 @@ class App:
 
     def list_schedules(self) -> list[StoredSchedule]:
         """Every stored schedule, by name."""
-
-        found = self._on_pool(self.db.store.schedule_list_sync)
-        return [StoredSchedule.from_row(r) for r in found]
+        return self._call(schedule_admin.list_all)
 
     def pause_schedule(
         self, name: str, *, paused: bool = True, actor: str = DEFAULT_CREATED_BY
     ) -> StoredSchedule:
         """Pause (or with ``paused=False`` resume) a stored schedule; it survives restarts."""
-
-        found = self._on_pool(
-            lambda conn: self.db.store.schedule_set_paused_sync(
-                conn, name=name, paused=paused, actor=actor
-            )
-        )
-        if not found:
-            raise ScheduleError("name", name, "is not a stored schedule")
-        return StoredSchedule.from_row(found[0])
+        return self._on_schedule(name, schedule_admin.set_paused, name, paused, actor=actor)
 
     def enable_schedule(
         self, name: str, *, enabled: bool = True, actor: str = DEFAULT_CREATED_BY
     ) -> StoredSchedule:
         """Enable (or with ``enabled=False`` disable) a stored schedule. Re-enabled, it goes on
         from its next fire time after now: the disabled window is not made up for."""
-
-        row = self._stored_schedule(name)
-        cron = CronSchedule.parse(row["cron"], row["timezone"])
-        next_run_at = cron.next_after(row["db_now"])
-        found = self._on_pool(
-            lambda conn: self.db.store.schedule_set_enabled_sync(
-                conn, name=name, enabled=enabled, next_run_at=next_run_at, actor=actor
-            )
-        )
-        return StoredSchedule.from_row(found[0])
+        return self._on_schedule(name, schedule_admin.set_enabled, name, enabled, actor=actor)
 
     def trigger_schedule(self, name: str, *, actor: str = DEFAULT_CREATED_BY) -> Job:
         """Enqueue one job of a stored schedule now, outside its cron."""
-
-        row = self._stored_schedule(name)
-        task = self.tasks.get(row["task"])
-        options = job_options(task.options if task else None, row)
-        found = self._on_pool(
-            lambda conn: self.db.store.schedule_trigger_sync(
-                conn,
-                name=name,
-                actor=actor,
-                queue=options["queue"],
-                priority=options["priority"],
-                max_attempts=options["max_attempts"],
-                timeout=options["timeout"],
-            )
+        job_id = self._on_schedule(
+            name, schedule_admin.trigger, name, registered=self.registered, actor=actor
         )
-        return self.get_job(found[0]["id"])
+        return self.get_job(job_id)
 
-    def _stored_schedule(self, name: str) -> Row:
-        found = self._on_pool(lambda conn: self.db.store.schedule_get_sync(conn, name=name))
-        if found is None:
-            raise ScheduleError("name", name, "is not a stored schedule")
-        return found
+    def registered(self, task: str) -> TaskOptions | None:
+        """This app's registration of ``task`` (what its jobs take from it), or None."""
+        found = self.tasks.get(task)
+        return found.options if found is not None else None
+
+    def _on_schedule(
+        self, name: str, operation: Callable[..., Awaitable[R]], *args: Any, **kwargs: Any
+    ) -> R:
+        """A schedule operation through the portal; a missing schedule is a
+        :class:`ScheduleError` naming it."""
+        try:
+            return self._call(operation, *args, **kwargs)
+        except NotFoundError:
+            raise ScheduleError("name", name, "is not a stored schedule") from None
 
     def scheduler_service(
         self, pool: AsyncConnectionPool[Any], leases: LeaseManager | None = None
@@ -486,31 +466,26 @@ class App:
 
     # -- inspection and operator actions ------------------------------------------------
 
-    def _on_pool(self, run: Callable[[Conn], R]) -> R:
-        """``run`` on a connection of the app's pool (in its own transaction), the driver's
-        errors translated."""
+    def _call(self, operation: Callable[..., Awaitable[R]], *args: Any, **kwargs: Any) -> R:
+        """``operation(pool, store, *args, **kwargs)``, a coroutine of the domain layer, run
+        through the app's portal for a sync caller, the driver's errors translated."""
 
-        def call() -> R:
-            with self.db.pool().connection() as conn:
-                return run(conn)
+        async def call() -> R:
+            pool = await self.db.async_pool()
+            try:
+                return await operation(pool, self.db.store, *args, **kwargs)
+            except psycopg.Error as exc:
+                raise database_error(exc) from exc
 
-        return _translate(call)
+        return self.portal.call(call)
 
     def get_job(self, job_id: int) -> Job:
         """The job with its state, attempts, result and last error."""
-        found = self._on_pool(lambda conn: self.db.store.job_get_sync(conn, job_id=job_id))
-        if found is None:
-            raise JobNotFoundError(job_id)
-        return decode.job(found)
+        return self._call(queue_admin.get_job, job_id)
 
     async def get_job_async(self, job_id: int) -> Job:
         """Async :meth:`get_job`."""
-        pool = await self.db.async_pool()
-        async with pool.connection() as conn:
-            found = await self.db.store.job_get(conn, job_id=job_id)
-        if found is None:
-            raise JobNotFoundError(job_id)
-        return decode.job(found)
+        return await queue_admin.get_job(await self.db.async_pool(), self.db.store, job_id)
 
     def wait(self, job: Job | int, *, timeout: float | None = None) -> Job:
         """Block until the job is SUCCEEDED, CANCELLED or DEAD_LETTER and return it (its
@@ -520,10 +495,7 @@ class App:
         ``TimeoutError``); a FAILED job awaiting its retry is still being waited for."""
 
         job_id = job if isinstance(job, int) else job.id
-        try:
-            return wait(self.db, job_id, timeout)
-        except psycopg.Error as exc:
-            raise database_error(exc) from exc
+        return self.portal.call(lambda: self.wait_async(job_id, timeout=timeout))
 
     async def wait_async(self, job: Job | int, *, timeout: float | None = None) -> Job:
         """Async :meth:`wait`."""
@@ -536,19 +508,11 @@ class App:
 
     def list_executions(self, job_id: int) -> list[Execution]:
         """Every attempt of the job, oldest first."""
-        found = self._on_pool(
-            lambda conn: self.db.store.execution_list_for_job_sync(conn, job_id=job_id)
-        )
-        return [decode.execution(r) for r in found]
+        return self._call(queue_admin.executions, job_id)
 
     def audit_events(self, job_id: int) -> list[AuditEvent]:
         """The audit trail of one job, oldest first."""
-        found = self._on_pool(
-            lambda conn: self.db.store.audit_list_for_target_sync(
-                conn, target_type="job", target_id=str(job_id)
-            )
-        )
-        return [decode.audit_event(r) for r in found]
+        return self._call(queue_admin.job_audit, job_id)
 
     def cancel(self, job_id: int, *, actor: str = DEFAULT_CREATED_BY) -> Job:
         """Cancel a PENDING or FAILED job at once; for a RUNNING job, request the cancel.
@@ -556,23 +520,15 @@ class App:
         The running attempt is told (async handlers are cancelled, sync ones can poll
         ``ctx.cancel_requested``) and the job becomes CANCELLED when the attempt completes.
         """
-        found = self._on_pool(
-            lambda conn: self.db.store.job_cancel_sync(conn, job_ids=[job_id], actor=actor)
-        )
-        _check_changed(found, job_id, "cancel")
-        return self.get_job(job_id)
+        return self._call(queue_admin.change_job, "cancel", job_id, actor)
 
     def retry(self, job_id: int, *, actor: str = DEFAULT_CREATED_BY) -> Job:
         """Send a DEAD_LETTER or FAILED job back to PENDING now; its history is kept."""
-        found = self._on_pool(
-            lambda conn: self.db.store.job_retry_sync(conn, job_ids=[job_id], actor=actor)
-        )
-        _check_changed(found, job_id, "retry")
-        return self.get_job(job_id)
+        return self._call(queue_admin.change_job, "retry", job_id, actor)
 
     def leaders(self) -> list[Leader]:
         """Who holds each leader lease, and until when (database time)."""
-        return self._on_pool(self.db.store.lease_list_sync)
+        return self._call(leaders)
 
     def health(self, *, xmin_warning_seconds: float | None = None) -> Health:
         """Table sizes, dead tuples, HOT ratio and the oldest transaction holding back
@@ -581,8 +537,13 @@ class App:
         threshold = (
             DEFAULT_XMIN_WARNING_SECONDS if xmin_warning_seconds is None else xmin_warning_seconds
         )
-        with self.db.connect() as conn:  # one look: no pool to open (nor to wait out)
-            return check(conn, self.db.store, xmin_warning_seconds=threshold)
+
+        async def look() -> Health:
+            conn = await self.db.connect_async()  # one look: no pool to open (nor to wait out)
+            async with conn:
+                return await check(conn, self.db.store, xmin_warning_seconds=threshold)
+
+        return self.portal.call(look)
 
     # -- running ------------------------------------------------------------------------
 
@@ -686,11 +647,18 @@ class App:
                 pool, WORKER_ROLES, queues=queues, concurrency=concurrency, **options
             )
 
-        run_blocking(start, close=self.db.aclose)
+        run_blocking(start, close=self.aclose)
 
     def close(self) -> None:
-        """Close the app's connection pools."""
+        """Close the app's connection pools (and the portal's loop, which starts again on
+        the next sync call)."""
+        self.portal.close()
         self.db.close()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, and the async pool of the running event loop."""
+        await asyncio.to_thread(self.portal.close)
+        await self.db.aclose()
 
     def __enter__(self) -> App:
         return self
@@ -727,15 +695,6 @@ async def _insert(store: Store, conn: AsyncConn, plan: InsertPlan) -> Row:
 def _operation(plan: InsertPlan) -> str:
     """What a re-run of ``plan`` is logged as."""
     return "enqueue_many" if plan.many else "enqueue"
-
-
-def _check_changed(found: list[Row], job_id: int, operation: str) -> None:
-    """Raise unless ``operation`` (retry or cancel) changed the job: it is missing, or in a
-    state the operation does not apply to."""
-    if not found:
-        raise JobNotFoundError(job_id)
-    if found[0]["state"] is None:
-        raise JobStateError(job_id, found[0]["previous_state"], operation, ALLOWED_FROM[operation])
 
 
 def _in_order(answer: Row, plan: InsertPlan) -> list[Job]:

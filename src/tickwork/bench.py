@@ -340,11 +340,11 @@ STEADY_SAMPLE_EVERY = 60.0
 STEADY_EARLY_MARK = 300.0
 
 
-def _sizes(app: App) -> dict[str, Any]:
+async def _sizes(app: App) -> dict[str, Any]:
     from tickwork.health import check
 
-    with app.db.pool().connection() as conn:
-        report = check(conn, app.db.store)
+    async with (await app.db.async_pool()).connection() as conn:
+        report = await check(conn, app.db.store)
     out: dict[str, Any] = {}
     for table in report.tables:
         if table.name in ("jobs", "executions"):
@@ -361,8 +361,14 @@ async def _steady(
 ) -> dict[str, Any]:
     """Enqueue at ``rate`` jobs/s (a batch every 100 ms) while a worker drains, with a short
     retention window; sample table and index sizes."""
-    worker = app.worker(queues=[BENCH_QUEUE], concurrency=concurrency, poll_interval=0.5)
-    running = asyncio.create_task(worker.run())
+    host = app.services(
+        await app.db.async_pool(),
+        {"executor", "retention"},
+        queues=[BENCH_QUEUE],
+        concurrency=concurrency,
+        poll_interval=0.5,
+    )
+    running = asyncio.create_task(host.run())
     samples: list[dict[str, Any]] = []
     start = time.perf_counter()
     next_sample = STEADY_SAMPLE_EVERY
@@ -374,15 +380,15 @@ async def _steady(
             await app.enqueue_many_async([JobSpec(NOOP, {"n": enqueued + i}) for i in range(due)])
             enqueued += due
         if elapsed >= next_sample:
-            sample = await asyncio.to_thread(_sizes, app)
+            sample = await _sizes(app)
             sample["minute"] = round(elapsed / 60, 1)
             samples.append(sample)
             next_sample += STEADY_SAMPLE_EVERY
         progress(int(elapsed))
         await asyncio.sleep(tick)
-    worker.request_stop()
+    host.request_stop()
     await running
-    final = await asyncio.to_thread(_sizes, app)
+    final = await _sizes(app)
     final["minute"] = round((time.perf_counter() - start) / 60, 1)
     samples.append(final)
     early = next((s for s in samples if s["minute"] * 60 >= STEADY_EARLY_MARK), samples[0])

@@ -149,7 +149,7 @@ async def _run(app: App, slow_started: asyncio.Event, console: Console) -> list[
     try:
         return await _show(app, slow_started, console)
     finally:  # nothing of this loop may hold a lock on the schema when it is dropped
-        await app.db.aclose()
+        await app.aclose()
 
 
 async def _show(app: App, slow_started: asyncio.Event, console: Console) -> list[Job]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tickwork.db.store import Conn, Store
+from tickwork.db.store import AsyncConn, Store
 from tickwork.queue.admin import WORKER_STALE_AFTER, UnservedTask
 
 DEFAULT_XMIN_WARNING_SECONDS = 300.0
@@ -73,8 +73,8 @@ class Health:
         return self.xmin_holders[0] if self.xmin_holders else None
 
 
-def check(
-    conn: Conn,
+async def check(
+    conn: AsyncConn,
     store: Store,
     *,
     xmin_warning_seconds: float = DEFAULT_XMIN_WARNING_SECONDS,
@@ -92,15 +92,15 @@ def check(
             index_bytes=r["index_bytes"],
             last_vacuum=r["last_vacuum"],
         )
-        for r in store.health_tables_sync(conn)
+        for r in await store.health_tables(conn)
     ]
     indexes = [
         IndexHealth(r["table_name"], r["index_name"], r["bytes"], r["scans"])
-        for r in store.health_indexes_sync(conn)
+        for r in await store.health_indexes(conn)
     ]
     holders = [
         XminHolder(r["holder"], r["detail"], r["age_seconds"], r["xmin_age"])
-        for r in store.health_xmin_horizon_sync(conn, limit=XMIN_HOLDERS_SHOWN)
+        for r in await store.health_xmin_horizon(conn, limit=XMIN_HOLDERS_SHOWN)
     ]
     warnings = []
     if not tables:
@@ -109,10 +109,10 @@ def check(
             " database yet (run `tickwork migrate`), or the app is configured with another schema"
         )
     else:
-        for u in store.queue_unserved_sync(conn, stale_after=WORKER_STALE_AFTER):
+        for u in await store.queue_unserved(conn, stale_after=WORKER_STALE_AFTER):
             unserved = UnservedTask(u["task"], u["jobs"], u["oldest_seconds"])
             warnings.append(unserved.describe(u["queue"]))
-    if not store.health_autovacuum_sync(conn):
+    if not await store.health_autovacuum(conn):
         warnings.append(
             "the server's autovacuum is off: dead rows are reclaimed only by tickwork's retention"
             " pass (retention.vacuum) or a manual VACUUM"

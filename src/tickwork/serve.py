@@ -227,7 +227,7 @@ async def _serve(
     background_stop.set()
     await asyncio.gather(*running, return_exceptions=True)
     stopper.cancel()
-    await app.db.aclose()
+    await app.aclose()
     for task in crashed:
         exc = task.exception()
         assert exc is not None

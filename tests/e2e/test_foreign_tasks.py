@@ -83,6 +83,6 @@ def _unserved(app: App) -> list[admin.UnservedTask]:
         try:
             return await admin.queue_stats(await app.db.async_pool(), app.db.store)
         finally:
-            await app.db.aclose()
+            await app.aclose()
 
     return [u for q in asyncio.run(stats()) for u in q.unserved]

@@ -21,7 +21,7 @@ async def main(stop_file: Path) -> None:
         await scheduler.run_once()
         ticks += 1
     print(f"ticks {ticks}", flush=True)
-    await app.db.aclose()
+    await app.aclose()
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ async def test_the_api_enqueues_for_tasks_its_workers_define_and_names_unknown_o
         assert fired.status_code in (200, 201), fired.text
         assert fired.json()["queue"] == "far"  # the schedule took the worker's task options
     finally:
-        await fleet.db.aclose()
+        await fleet.aclose()
 
 
 async def test_what_a_worker_recorded_cannot_break_an_enqueue_or_a_schedule(
@@ -416,7 +416,7 @@ async def test_refresh_cookie_is_secure_behind_an_https_public_url(
             "/api/auth/refresh", headers={"Origin": "https://jobs.example", "Cookie": pair}
         )
         assert public.status_code == 200, public.text  # the public origin is this server too
-    await app.db.aclose()
+    await app.aclose()
 
 
 # -- settings, variables, metrics, health -------------------------------------------------

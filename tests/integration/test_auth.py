@@ -317,7 +317,7 @@ async def test_parallel_guesses_are_counted_under_repeatable_read_too(
         await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
         assert len(await guesses_checked(app, 12)) == 3
     finally:
-        await app.db.aclose()
+        await app.aclose()
 
 
 async def test_right_passwords_over_the_limit_in_parallel_are_told_to_retry_in_a_moment(

@@ -104,7 +104,7 @@ async def test_twenty_producers_in_one_window_make_one_signal_per_key(
             [producer(conn, n) for n, conn in enumerate(connections[:PRODUCERS])]
         )
     finally:
-        await app.db.aclose()
+        await app.aclose()
     errors = [a for a in answers if isinstance(a, BaseException)]
     assert errors == []
     per_key = dict(

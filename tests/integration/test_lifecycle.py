@@ -325,7 +325,7 @@ async def test_a_worker_never_claims_a_task_it_lacks_the_job_waits_for_one_that_
             assert (await worker.run_once()).outcomes == []
             stats = {q.name: q for q in await queue_stats(consumer)}
     finally:
-        await consumer.db.aclose()
+        await consumer.aclose()
     waiting = app.get_job(job.id)
     assert waiting.state is JobState.PENDING and waiting.attempts == 0
     assert [(u.task, u.jobs) for u in stats["default"].unserved] == [("only.in.producer", 1)]

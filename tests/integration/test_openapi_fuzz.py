@@ -104,7 +104,7 @@ class ServedApi:
             await self.server.serve(sockets=[self.socket])
         finally:
             await served.aclose()
-            await self.app.db.aclose()  # this loop's pool; the fixture closes the test loop's
+            await self.app.aclose()  # this loop's pool; the fixture closes the test loop's
 
 
 def fuzz(url: str, token: str) -> tuple[list[str], int]:

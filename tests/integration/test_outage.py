@@ -71,7 +71,7 @@ async def proxied(
         return word
 
     yield the_app
-    await the_app.db.aclose()
+    await the_app.aclose()
 
 
 @pytest.fixture

@@ -45,7 +45,7 @@ async def test_finished_jobs_past_the_window_are_deleted_with_their_executions(
     )
     retention = Retention(await pruner.db.async_pool(), pruner.db.store, pruner.settings.retention)
     result = await retention.run_once()
-    await pruner.db.aclose()
+    await pruner.aclose()
 
     assert result.deleted == 2  # old_ok and cancelled; batch size 1 loops until done
     autovacuum = sql.execute("SELECT current_setting('autovacuum')::bool").fetchone()

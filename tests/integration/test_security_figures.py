@@ -724,7 +724,7 @@ async def fuzzed(database_url: str, schema: str, clean: None) -> AsyncIterator[A
     await runtime.leases.run_once()
     async for api in start_api(app, runtime):
         yield api
-    await app.db.aclose()
+    await app.aclose()
 
 
 FIELDS: dict[str, Any] = {

@@ -81,7 +81,7 @@ async def env(
     await runtime.leases.run_once()
     assert runtime.leases.holds(Role.SIGNAL_MASTER) and runtime.leases.holds(Role.SWEEP_MASTER)
     yield app, runtime
-    await app.db.aclose()
+    await app.aclose()
 
 
 def shift(sql: psycopg.Connection[Any], seconds: float, column: str = "process_after") -> None:

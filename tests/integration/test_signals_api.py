@@ -50,7 +50,7 @@ async def env(
     await runtime.leases.run_once()
     async for api in start_api(app, runtime):
         yield api, runtime, tally
-    await app.db.aclose()
+    await app.aclose()
 
 
 def status(answer: Any, code: int) -> Any:

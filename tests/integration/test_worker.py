@@ -356,7 +356,7 @@ async def test_a_pass_that_drops_its_cancellation_does_not_hold_shutdown(
     await asyncio.wait_for(entered.wait(), 60)
     host.request_stop()
     await asyncio.wait_for(running, 60)  # fails after this hang guard
-    await app.db.aclose()
+    await app.aclose()
 
 
 async def test_worker_connections_keep_the_options_of_the_url(
@@ -384,7 +384,7 @@ async def test_worker_connections_keep_the_options_of_the_url(
             assert await cur.fetchone() == ("12345ms",)
     finally:
         await worker.close()
-        await app.db.aclose()
+        await app.aclose()
 
 
 async def test_worker_registers_and_marks_itself_stopped(

@@ -22,7 +22,7 @@ from tickwork.api.security import Services, caller, services
 from tickwork.audit import audit_append
 from tickwork.auth import Principal
 from tickwork.db.database import enqueue_error
-from tickwork.errors import JobNotFoundError, JobStateError, UnknownTaskError
+from tickwork.errors import UnknownTaskError
 from tickwork.queue import admin
 from tickwork.queue.admin import JobFilter
 from tickwork.queue.enqueue import JobSpec
@@ -134,19 +134,13 @@ async def bulk_cancel(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkRes
 @router.get("/api/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"])
 async def get_job(job_id: IdPath, svc: Svc) -> dict[str, object]:
     """One job with every attempt (worker, lease, timings, error)."""
-    job = await svc.app.get_job_async(job_id)
+    job = await admin.get_job(svc.pool, svc.store, job_id)
     executions = await admin.executions(svc.pool, svc.store, job_id)
     return JobOut.model_validate(servable(job)).model_dump() | {"executions": executions}
 
 
 async def _act(svc: Services, operation: str, job_id: int, who: Principal) -> object:
-    changed = await admin.act(svc.pool, svc.store, operation, [job_id], who.actor)
-    if job_id not in changed:
-        raise JobNotFoundError(job_id)
-    if changed[job_id] is None:
-        job = await svc.app.get_job_async(job_id)
-        raise JobStateError(job_id, job.state.value, operation, admin.ALLOWED_FROM[operation])
-    return servable(await svc.app.get_job_async(job_id))
+    return servable(await admin.change_job(svc.pool, svc.store, operation, job_id, who.actor))
 
 
 @router.post("/api/jobs/{job_id}/retry", response_model=JobOut, tags=["jobs"])

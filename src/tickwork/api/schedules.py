@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Annotated, Any
@@ -96,11 +95,7 @@ async def delete_schedule(name: str, svc: Svc, who: Caller) -> Response:
 
 
 async def _set_paused(svc: Services, name: str, paused: bool, who: Principal) -> Any:
-    await admin.get(svc.pool, svc.store, name)  # 404 for an unknown name
-    paused_or_not = await asyncio.to_thread(
-        svc.app.pause_schedule, name, paused=paused, actor=who.actor
-    )
-    return _shown(paused_or_not)
+    return _shown(await admin.set_paused(svc.pool, svc.store, name, paused, actor=who.actor))
 
 
 @router.post("/api/schedules/{name}/pause", response_model=ScheduleOut)
@@ -118,5 +113,7 @@ async def resume_schedule(name: str, svc: Svc, who: Caller) -> Any:
 @router.post("/api/schedules/{name}/trigger", response_model=JobOut, status_code=201)
 async def trigger_schedule(name: str, svc: Svc, who: Caller) -> Any:
     """Enqueue one job of the schedule now, outside its cron."""
-    await admin.get(svc.pool, svc.store, name)
-    return servable(await asyncio.to_thread(svc.app.trigger_schedule, name, actor=who.actor))
+    job_id = await admin.trigger(
+        svc.pool, svc.store, name, registered=svc.app.registered, actor=who.actor
+    )
+    return servable(await queue_admin.get_job(svc.pool, svc.store, job_id))

@@ -21,6 +21,7 @@ from tickwork.config import MAX_SECONDS
 from tickwork.errors import NotFoundError, NotLeaderError
 from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE
 from tickwork.services.leases import Role
+from tickwork.services.leases import leaders as all_leaders
 from tickwork.signals import admin
 from tickwork.signals.records import Delivery, Signal
 from tickwork.signals.runtime import SignalRuntime
@@ -298,8 +299,7 @@ async def status(svc: Svc) -> StatusOut:
 @router.get("/leaders", response_model=list[SignalLeaseOut])
 async def leaders(svc: Svc) -> list[SignalLeaseOut]:
     """Which process holds SIGNAL_MASTER and SWEEP_MASTER: where to reissue a 409."""
-    async with svc.pool.connection() as conn:
-        found = await svc.store.lease_list(conn)
+    found = await all_leaders(svc.pool, svc.store)
     mine = svc.signals.leases.holder_id if svc.signals else None
     return [
         SignalLeaseOut(

@@ -23,6 +23,7 @@ from tickwork.auth import Principal
 from tickwork.errors import DatabaseUnavailable
 from tickwork.metrics import render
 from tickwork.queue import admin
+from tickwork.services.leases import leaders
 from tickwork.types import Leader
 
 router = APIRouter()
@@ -45,8 +46,7 @@ async def list_workers(svc: Svc) -> list[admin.WorkerInfo]:
 @router.get("/api/leaders", response_model=list[Leader], tags=["cluster"])
 async def list_leaders(svc: Svc) -> list[Leader]:
     """Who holds each leader lease, and until when."""
-    async with svc.pool.connection() as conn:
-        return await svc.store.lease_list(conn)
+    return await leaders(svc.pool, svc.store)
 
 
 @router.get("/api/audit", response_model=AuditPage, tags=["audit"])

@@ -200,6 +200,6 @@ def run_with_pool(
         except psycopg.Error as exc:  # PoolTimeout included: the database is unreachable
             raise database_error(exc) from exc
         finally:
-            await the_app.db.aclose()
+            await the_app.aclose()
 
     return asyncio.run(session())

@@ -302,7 +302,11 @@ class Database:
 
     async def aclose(self) -> None:
         """Close the async pool of the running loop and the sync pool."""
+        await self.close_async_pool()
+        await asyncio.to_thread(self.close)
+
+    async def close_async_pool(self) -> None:
+        """Close the async pool of the running loop (if it has one)."""
         pool = self._async_pools.pop(asyncio.get_running_loop(), None)
         if pool is not None:
             await pool.close()
-        await asyncio.to_thread(self.close)

@@ -19,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.database import retrying_deadlocks_async
 from tickwork.db.store import AsyncConn, Row, Store
-from tickwork.errors import EnqueueError, InvalidInput
+from tickwork.errors import EnqueueError, InvalidInput, JobNotFoundError, JobStateError
 from tickwork.limits import LISTING_VALUE_BYTES
 from tickwork.queue import rows as decode
 from tickwork.queue.enqueue import (
@@ -28,7 +28,7 @@ from tickwork.queue.enqueue import (
     check_queue,
     check_timeout,
 )
-from tickwork.types import Execution, JobState
+from tickwork.types import AuditEvent, Execution, Job, JobState
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
@@ -293,15 +293,15 @@ async def bulk(
     return BulkResult(len(ids), sorted(i for i, state in changed.items() if state is not None))
 
 
-async def act(
+async def _change(
     pool: AsyncConnectionPool[Any],
     store: Store,
     operation: str,
     job_ids: list[int],
     actor: str,
-) -> dict[int, str | None]:
-    """Retry or cancel these jobs in one statement. For each job found: its new state, or
-    None when the operation does not apply to its state (missing ids are left out).
+) -> list[Row]:
+    """Retry or cancel these jobs in one statement; rows ``id, previous_state, state`` per job
+    found (``state`` None where the operation does not apply).
 
     The statement locks its jobs in id order; one locking the same jobs in another order
     can still meet it, so a run the database aborts to break a deadlock is run again."""
@@ -311,8 +311,50 @@ async def act(
         async with pool.connection() as conn:
             return await change(conn, job_ids=job_ids, actor=actor)
 
-    found = await retrying_deadlocks_async(run, operation=operation)
+    return await retrying_deadlocks_async(run, operation=operation)
+
+
+async def act(
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    operation: str,
+    job_ids: list[int],
+    actor: str,
+) -> dict[int, str | None]:
+    """Retry or cancel these jobs in one statement. For each job found: its new state, or
+    None when the operation does not apply to its state (missing ids are left out)."""
+    found = await _change(pool, store, operation, job_ids, actor)
     return {r["id"]: r["state"] for r in found}
+
+
+async def change_job(
+    pool: AsyncConnectionPool[Any], store: Store, operation: str, job_id: int, actor: str
+) -> Job:
+    """Retry or cancel one job (``operation``); the job as it is now. Raises
+    :class:`JobNotFoundError`, or :class:`JobStateError` naming the state the job was in
+    when the operation does not apply to it."""
+    found = await _change(pool, store, operation, [job_id], actor)
+    if not found:
+        raise JobNotFoundError(job_id)
+    if found[0]["state"] is None:
+        raise JobStateError(job_id, found[0]["previous_state"], operation, ALLOWED_FROM[operation])
+    return await get_job(pool, store, job_id)
+
+
+async def get_job(pool: AsyncConnectionPool[Any], store: Store, job_id: int) -> Job:
+    """One job with its state, attempts, result and last error."""
+    async with pool.connection() as conn:
+        found = await store.job_get(conn, job_id=job_id)
+    if found is None:
+        raise JobNotFoundError(job_id)
+    return decode.job(found)
+
+
+async def job_audit(pool: AsyncConnectionPool[Any], store: Store, job_id: int) -> list[AuditEvent]:
+    """The audit trail of one job, oldest first."""
+    async with pool.connection() as conn:
+        found = await store.audit_list_for_target(conn, target_type="job", target_id=str(job_id))
+    return [decode.audit_event(r) for r in found]
 
 
 async def executions(pool: AsyncConnectionPool[Any], store: Store, job_id: int) -> list[Execution]:

@@ -50,26 +50,8 @@ def _check(timeout: float | None) -> None:
         raise ValueError(f"timeout ({timeout!r}) must be a number of seconds >= 0, or None")
 
 
-def wait(db: Database, job_id: int, timeout: float | None) -> Job:
-    """Block until job ``job_id`` is final (or raise :class:`WaitTimeout`)."""
-    _check(timeout)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.store.channel("finished")))
-    with db.connect() as conn:
-        conn.execute(listen)
-        while True:
-            job = _job(db.store.job_get_sync(conn, job_id=job_id), job_id)
-            if job.state in FINAL_STATES:
-                return job
-            if (wait_for := _remaining(deadline)) <= 0:
-                raise WaitTimeout(job_id, job.state.value, timeout or 0.0)
-            for notice in conn.notifies(timeout=wait_for):
-                if names(notice.payload, job_id):
-                    break
-
-
 async def wait_async(db: Database, job_id: int, timeout: float | None) -> Job:
-    """Async :func:`wait`."""
+    """Wait until job ``job_id`` is final (or raise :class:`WaitTimeout`)."""
     _check(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     listen = sql.SQL("LISTEN {}").format(sql.Identifier(db.store.channel("finished")))

@@ -18,7 +18,7 @@ from tickwork.queue.admin import WORKER_STALE_AFTER
 from tickwork.queue.enqueue import check_priority, check_queue, encode_args
 from tickwork.queue.options import TaskOptions
 from tickwork.schedule.cron import CronSchedule
-from tickwork.schedule.scheduler import StoredSchedule, task_targets
+from tickwork.schedule.scheduler import StoredSchedule, job_options, task_targets
 
 CheckTask = Callable[[str, Mapping[str, Any]], TaskOptions]
 """Refuses a task name this process does not know, or arguments that do not fit it; returns
@@ -158,3 +158,63 @@ async def delete(pool: AsyncConnectionPool[Any], store: Store, name: str, *, act
         f"schedule {name!r} is defined by code that is running ({workers}); remove it from "
         "that code and restart those workers, then delete it (pause or disable it meanwhile)"
     )
+
+
+async def set_paused(
+    pool: AsyncConnectionPool[Any], store: Store, name: str, paused: bool, *, actor: str
+) -> StoredSchedule:
+    """Pause (or resume) a stored schedule, audited; the state survives restarts."""
+    async with pool.connection() as conn:
+        found = await store.schedule_set_paused(conn, name=name, paused=paused, actor=actor)
+    if not found:
+        raise NotFoundError("schedule", name)
+    return StoredSchedule.from_row(found[0])
+
+
+async def set_enabled(
+    pool: AsyncConnectionPool[Any], store: Store, name: str, enabled: bool, *, actor: str
+) -> StoredSchedule:
+    """Enable (or disable) a stored schedule, audited. Re-enabled, it goes on from its next
+    fire time after now: the disabled window is not made up for."""
+    async with pool.connection() as conn:
+        row = await store.schedule_get(conn, name=name)
+        if row is None:
+            raise NotFoundError("schedule", name)
+        next_run_at = CronSchedule.parse(row["cron"], row["timezone"]).next_after(row["db_now"])
+        found = await store.schedule_set_enabled(
+            conn, name=name, enabled=enabled, next_run_at=next_run_at, actor=actor
+        )
+    if not found:  # deleted since it was read
+        raise NotFoundError("schedule", name)
+    return StoredSchedule.from_row(found[0])
+
+
+async def trigger(
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    name: str,
+    *,
+    registered: Callable[[str], TaskOptions | None],
+    actor: str,
+) -> int:
+    """Enqueue one job of a stored schedule now, outside its cron, audited; the job's id.
+    ``registered``: this process's registration of a task, for a schedule stored without
+    its task's options."""
+    async with pool.connection() as conn:
+        row = await store.schedule_get(conn, name=name)
+        if row is None:
+            raise NotFoundError("schedule", name)
+        options = job_options(registered(row["task"]), row)
+        found = await store.schedule_trigger(
+            conn,
+            name=name,
+            actor=actor,
+            queue=options["queue"],
+            priority=options["priority"],
+            max_attempts=options["max_attempts"],
+            timeout=options["timeout"],
+        )
+    if not found:  # deleted since it was read
+        raise NotFoundError("schedule", name)
+    job_id: int = found[0]["id"]
+    return job_id

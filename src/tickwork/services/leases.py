@@ -35,6 +35,7 @@ from psycopg_pool import AsyncConnectionPool
 from tickwork.config import LeaseSettings
 from tickwork.db.store import Store
 from tickwork.services.periodic import run_periodically
+from tickwork.types import Leader
 
 log = logging.getLogger("tickwork.leases")
 T = TypeVar("T")
@@ -54,6 +55,12 @@ class Role(enum.StrEnum):
     """Processes matured signals."""
     SWEEP_MASTER = "SWEEP_MASTER"
     """Runs reactors' sweeps."""
+
+
+async def leaders(pool: AsyncConnectionPool[Any], store: Store) -> list[Leader]:
+    """Every lease, live or expired: who holds it, and until when (database time)."""
+    async with pool.connection() as conn:
+        return await store.lease_list(conn)
 
 
 def new_holder_id() -> str:

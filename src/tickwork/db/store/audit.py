@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
+from tickwork.db.store.runner import AsyncConn, Row, Runner
 
 
 class AuditStatements(Runner):
@@ -66,10 +66,10 @@ class AuditStatements(Runner):
             },
         )
 
-    def audit_list_for_target_sync(
-        self, conn: Conn, *, target_type: str, target_id: str
+    async def audit_list_for_target(
+        self, conn: AsyncConn, *, target_type: str, target_id: str
     ) -> list[Row]:
         """The audit events of one target, oldest first."""
-        return self._rows_sync(
+        return await self._rows(
             conn, "audit_list_for_target", {"target_type": target_type, "target_id": target_id}
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
+from tickwork.db.store.runner import AsyncConn, Row, Runner
 
 
 class HealthStatements(Runner):
@@ -12,19 +12,15 @@ class HealthStatements(Runner):
         """Whether the server runs autovacuum."""
         return bool((await self._rows(conn, "health_autovacuum", {}))[0]["autovacuum"])
 
-    def health_autovacuum_sync(self, conn: Conn) -> bool:
-        """:meth:`health_autovacuum` on a sync connection."""
-        return bool(self._rows_sync(conn, "health_autovacuum", {})[0]["autovacuum"])
-
-    def health_tables_sync(self, conn: Conn) -> list[Row]:
+    async def health_tables(self, conn: AsyncConn) -> list[Row]:
         """Size, dead tuples and HOT updates of each table of the schema, by name."""
-        return self._rows_sync(conn, "health_tables", {"schema": self.schema})
+        return await self._rows(conn, "health_tables", {"schema": self.schema})
 
-    def health_indexes_sync(self, conn: Conn) -> list[Row]:
+    async def health_indexes(self, conn: AsyncConn) -> list[Row]:
         """Size and scans of each index of the schema, by table and name."""
-        return self._rows_sync(conn, "health_indexes", {"schema": self.schema})
+        return await self._rows(conn, "health_indexes", {"schema": self.schema})
 
-    def health_xmin_horizon_sync(self, conn: Conn, *, limit: int) -> list[Row]:
+    async def health_xmin_horizon(self, conn: AsyncConn, *, limit: int) -> list[Row]:
         """The ``limit`` oldest snapshot holders of the cluster (sessions, prepared
         transactions, replication slots), oldest first."""
-        return self._rows_sync(conn, "health_xmin_horizon", {"limit": limit})
+        return await self._rows(conn, "health_xmin_horizon", {"limit": limit})

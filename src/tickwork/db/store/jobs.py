@@ -80,11 +80,6 @@ class JobStatements(Runner):
         found = await self._rows(conn, "job_get", {"job_id": job_id})
         return found[0] if found else None
 
-    def job_get_sync(self, conn: Conn, *, job_id: int) -> Row | None:
-        """:meth:`job_get` on a sync connection."""
-        found = self._rows_sync(conn, "job_get", {"job_id": job_id})
-        return found[0] if found else None
-
     async def job_insert(self, conn: AsyncConn, *, job: JobRow, args: str) -> Row:
         """Enqueue one job (``args``: its arguments as JSON text); the answer row: ``id``,
         ``existing`` (the whole job holding its unique key as a document, else None),
@@ -110,18 +105,10 @@ class JobStatements(Runner):
         per job found, ``state`` None where cancelling does not apply."""
         return await self._rows(conn, "job_cancel", {"job_ids": list(job_ids), "actor": actor})
 
-    def job_cancel_sync(self, conn: Conn, *, job_ids: Sequence[int], actor: str) -> list[Row]:
-        """:meth:`job_cancel` on a sync connection."""
-        return self._rows_sync(conn, "job_cancel", {"job_ids": list(job_ids), "actor": actor})
-
     async def job_retry(self, conn: AsyncConn, *, job_ids: Sequence[int], actor: str) -> list[Row]:
         """Send these DEAD_LETTER or FAILED jobs back to PENDING now; rows ``id,
         previous_state, state`` per job found, ``state`` None where retrying does not apply."""
         return await self._rows(conn, "job_retry", {"job_ids": list(job_ids), "actor": actor})
-
-    def job_retry_sync(self, conn: Conn, *, job_ids: Sequence[int], actor: str) -> list[Row]:
-        """:meth:`job_retry` on a sync connection."""
-        return self._rows_sync(conn, "job_retry", {"job_ids": list(job_ids), "actor": actor})
 
     async def job_list(
         self,
@@ -163,7 +150,3 @@ class JobStatements(Runner):
     async def execution_list_for_job(self, conn: AsyncConn, *, job_id: int) -> list[Row]:
         """Every attempt (execution row) of one job, oldest first."""
         return await self._rows(conn, "execution_list_for_job", {"job_id": job_id})
-
-    def execution_list_for_job_sync(self, conn: Conn, *, job_id: int) -> list[Row]:
-        """:meth:`execution_list_for_job` on a sync connection."""
-        return self._rows_sync(conn, "execution_list_for_job", {"job_id": job_id})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
+from tickwork.db.store.runner import AsyncConn, Row, Runner
 from tickwork.types import Leader, from_row
 
 
@@ -35,7 +35,3 @@ class LeaseStatements(Runner):
     async def lease_list(self, conn: AsyncConn) -> list[Leader]:
         """Every lease, live or expired."""
         return [_leader(row) for row in await self._rows(conn, "lease_list", {})]
-
-    def lease_list_sync(self, conn: Conn) -> list[Leader]:
-        """:meth:`lease_list` on a sync connection."""
-        return [_leader(row) for row in self._rows_sync(conn, "lease_list", {})]

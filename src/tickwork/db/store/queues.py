@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
+from tickwork.db.store.runner import AsyncConn, Row, Runner
 
 
 class QueueStatements(Runner):
@@ -24,10 +24,6 @@ class QueueStatements(Runner):
         """Rows ``queue, task, jobs, oldest_seconds`` of waiting jobs no worker seen within
         ``stale_after`` seconds claims (none has both the queue and the task)."""
         return await self._rows(conn, "queue_unserved", {"stale_after": stale_after})
-
-    def queue_unserved_sync(self, conn: Conn, *, stale_after: float) -> list[Row]:
-        """:meth:`queue_unserved` on a sync connection."""
-        return self._rows_sync(conn, "queue_unserved", {"stale_after": stale_after})
 
     async def worker_list(self, conn: AsyncConn, *, stale_after: float) -> list[Row]:
         """Live workers (not stopped, seen within ``stale_after`` seconds), oldest first, with

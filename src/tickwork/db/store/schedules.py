@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
+from tickwork.db.store.runner import AsyncConn, Row, Runner
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,40 +165,31 @@ class ScheduleStatements(Runner):
         found = await self._rows(conn, "schedule_get", {"name": name})
         return found[0] if found else None
 
-    def schedule_get_sync(self, conn: Conn, *, name: str) -> Row | None:
-        """:meth:`schedule_get` on a sync connection."""
-        found = self._rows_sync(conn, "schedule_get", {"name": name})
-        return found[0] if found else None
-
     async def schedule_list(self, conn: AsyncConn) -> list[Row]:
         """Every schedule's row, by name."""
         return await self._rows(conn, "schedule_list", {})
 
-    def schedule_list_sync(self, conn: Conn) -> list[Row]:
-        """:meth:`schedule_list` on a sync connection."""
-        return self._rows_sync(conn, "schedule_list", {})
-
-    def schedule_set_paused_sync(
-        self, conn: Conn, *, name: str, paused: bool, actor: str
+    async def schedule_set_paused(
+        self, conn: AsyncConn, *, name: str, paused: bool, actor: str
     ) -> list[Row]:
         """Pause or resume a schedule; its row when it exists."""
-        return self._rows_sync(
+        return await self._rows(
             conn, "schedule_set_paused", {"name": name, "paused": paused, "actor": actor}
         )
 
-    def schedule_set_enabled_sync(
-        self, conn: Conn, *, name: str, enabled: bool, next_run_at: datetime | None, actor: str
+    async def schedule_set_enabled(
+        self, conn: AsyncConn, *, name: str, enabled: bool, next_run_at: datetime | None, actor: str
     ) -> list[Row]:
         """Enable or disable a schedule (``next_run_at``: its next fire when enabled)."""
-        return self._rows_sync(
+        return await self._rows(
             conn,
             "schedule_set_enabled",
             {"name": name, "enabled": enabled, "next_run_at": next_run_at, "actor": actor},
         )
 
-    def schedule_trigger_sync(
+    async def schedule_trigger(
         self,
-        conn: Conn,
+        conn: AsyncConn,
         *,
         name: str,
         actor: str,
@@ -208,7 +199,7 @@ class ScheduleStatements(Runner):
         timeout: float | None,
     ) -> list[Row]:
         """Enqueue a schedule's job now (off its cron); the job's row when it exists."""
-        return self._rows_sync(
+        return await self._rows(
             conn,
             "schedule_trigger",
             {

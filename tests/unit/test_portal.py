@@ -1,0 +1,105 @@
+"""The portal: sync callers run coroutines on one loop in a thread of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from tickwork.portal import Portal, PortalError
+
+
+def test_a_call_answers_with_the_coroutines_result_or_its_exception() -> None:
+    portal = Portal("test-portal")
+    try:
+
+        async def double(n: int) -> int:
+            return 2 * n
+
+        async def fail() -> None:
+            raise LookupError("missing")
+
+        assert portal.call(lambda: double(21)) == 42
+        with pytest.raises(LookupError, match="missing"):
+            portal.call(fail)
+    finally:
+        portal.close()
+
+
+def test_every_call_runs_on_the_one_portal_thread() -> None:
+    portal = Portal("test-portal")
+    try:
+
+        async def where() -> str:
+            return threading.current_thread().name
+
+        names = {portal.call(where)}
+        threads = [threading.Thread(target=lambda: names.add(portal.call(where))) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert names == {"test-portal"}
+    finally:
+        portal.close()
+
+
+async def test_a_caller_inside_another_event_loop_is_answered() -> None:
+    portal = Portal("test-portal")
+    try:
+
+        async def loop_of() -> asyncio.AbstractEventLoop:
+            return asyncio.get_running_loop()
+
+        assert portal.call(loop_of) is not asyncio.get_running_loop()
+    finally:
+        portal.close()
+
+
+def test_close_runs_the_closing_coroutine_ends_the_thread_and_a_later_call_starts_again() -> None:
+    closed: list[str] = []
+
+    async def on_close() -> None:
+        closed.append(threading.current_thread().name)
+
+    portal = Portal("test-portal", on_close=on_close)
+
+    async def thread() -> threading.Thread:
+        return threading.current_thread()
+
+    first = portal.call(thread)
+    portal.close()
+    assert closed == ["test-portal"]
+    assert not first.is_alive()
+    second = portal.call(thread)
+    assert second is not first and second.is_alive()
+    portal.close()
+    portal.close()  # closing twice is harmless
+    assert closed == ["test-portal", "test-portal"]
+
+
+def test_a_coroutine_on_the_portal_may_not_call_back_into_it() -> None:
+    portal = Portal("test-portal")
+    try:
+
+        async def inner() -> int:
+            return 1
+
+        async def reenter() -> int:
+            return portal.call(inner)
+
+        with pytest.raises(PortalError):
+            portal.call(reenter)
+    finally:
+        portal.close()
+
+
+def test_a_portal_never_called_closes_without_starting() -> None:
+    started: list[bool] = []
+
+    async def on_close() -> None:
+        started.append(True)
+
+    Portal("test-portal", on_close=on_close).close()
+    assert started == []
