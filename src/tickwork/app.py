@@ -9,7 +9,6 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-import psycopg
 from pydantic import ValidationError
 
 from tickwork import metrics
@@ -23,12 +22,13 @@ from tickwork.config import (
     describe,
     load_settings,
 )
-from tickwork.db.database import (
-    Database,
-    database_error,
+from tickwork.db.database import Database
+from tickwork.db.errors import (
+    DriverError,
     enqueue_error,
     retrying_deadlocks,
     retrying_deadlocks_async,
+    translating,
 )
 from tickwork.db.migrate import migrate
 from tickwork.db.store import AsyncConn, Conn, Row, Store
@@ -112,7 +112,7 @@ class App:
         self.reactors = Reactors()
         """Registered reactors (the framework's signal retention is one of them)."""
         self.reactors.add(SignalRetention(self.db.store, self.settings.signals.retention_days))
-        self.signals = Signals(self)
+        self.signals = Signals(self.db)
         """Emit domain signals: ``app.signals.emit(...)`` / ``emit_async``."""
 
     # -- registration -------------------------------------------------------------------
@@ -423,7 +423,7 @@ class App:
 
         try:
             answer = run()
-        except psycopg.Error as exc:  # as in enqueue_many_async
+        except DriverError as exc:  # as in enqueue_many_async
             raise enqueue_error(exc, committing=conn is None) from exc
         enqueued = _in_order(answer, plan)
         _count_enqueued(enqueued)
@@ -456,7 +456,7 @@ class App:
 
                 # the same deadlock as in enqueue_many, run again the same way
                 answer = await retrying_deadlocks_async(alone, operation=_operation(plan))
-        except psycopg.Error as exc:
+        except DriverError as exc:
             # in autocommit the statement is its commit; in the caller's transaction nothing
             # is committed yet
             raise enqueue_error(exc, committing=conn is None) from exc
@@ -471,11 +471,9 @@ class App:
         through the app's portal for a sync caller, the driver's errors translated."""
 
         async def call() -> R:
-            pool = await self.db.async_pool()
-            try:
+            with translating():
+                pool = await self.db.async_pool()
                 return await operation(pool, self.db.store, *args, **kwargs)
-            except psycopg.Error as exc:
-                raise database_error(exc) from exc
 
         return self.portal.call(call)
 
@@ -501,10 +499,8 @@ class App:
         """Async :meth:`wait`."""
 
         job_id = job if isinstance(job, int) else job.id
-        try:
+        with translating():
             return await wait_async(self.db, job_id, timeout)
-        except psycopg.Error as exc:
-            raise database_error(exc) from exc
 
     def list_executions(self, job_id: int) -> list[Execution]:
         """Every attempt of the job, oldest first."""
@@ -741,10 +737,3 @@ def _count_enqueued(jobs: list[Job]) -> None:
             by_task[job.task] = by_task.get(job.task, 0) + 1
     for task, count in by_task.items():
         metrics.enqueued(task, count)
-
-
-def _translate(call: Callable[[], R]) -> R:
-    try:
-        return call()
-    except psycopg.Error as exc:
-        raise database_error(exc) from exc

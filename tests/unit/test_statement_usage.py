@@ -87,3 +87,32 @@ def test_nothing_outside_db_names_or_runs_a_statement() -> None:
             elif isinstance(node, ast.Attribute) and node.attr in OUTSIDE_DB_FORBIDDEN:
                 found.append(f"{where(path, node)} uses .{node.attr}")
     assert found == []
+
+
+DRIVER_ERROR_NAMES = frozenset(
+    {"Error", "DataError", "OperationalError", "InterfaceError", "DatabaseError", "PoolTimeout"}
+)
+"""psycopg's (and psycopg_pool's) error classes."""
+READS_A_DRIVER_ERROR_OUTSIDE_DB = {"config.py"}
+"""config.py checks a URL with libpq's parser, before there is any database to reach."""
+
+
+def test_driver_errors_are_read_only_in_db() -> None:
+    """Outside ``db/`` a driver error is caught as ``db.errors``' names (or translated by its
+    ``translating()``), never by psycopg's own classes: ``db/errors.py`` is the one place
+    that decides what each means."""
+    found = []
+    for path, tree in modules(inside_db=False):
+        if str(path.relative_to(SOURCE)) in READS_A_DRIVER_ERROR_OUTSIDE_DB:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "errors":
+                if getattr(node.value, "id", "") == "psycopg":
+                    found.append(f"{where(path, node)} uses psycopg.errors")
+            elif isinstance(node, ast.Attribute) and node.attr in DRIVER_ERROR_NAMES:
+                if getattr(node.value, "id", "") == "psycopg":
+                    found.append(f"{where(path, node)} uses psycopg.{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("psycopg"):
+                taken = {alias.name for alias in node.names} & DRIVER_ERROR_NAMES
+                found += [f"{where(path, node)} imports {name}" for name in sorted(taken)]
+    assert found == []

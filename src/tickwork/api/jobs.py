@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import psycopg
 from fastapi import APIRouter, Depends, Query, Response
 
 from tickwork.api.inputs import CursorQuery, IdPath
@@ -21,7 +20,7 @@ from tickwork.api.schemas import (
 from tickwork.api.security import Services, caller, services
 from tickwork.audit import audit_append
 from tickwork.auth import Principal
-from tickwork.db.database import enqueue_error
+from tickwork.db.errors import DriverError, enqueue_error
 from tickwork.errors import UnknownTaskError
 from tickwork.queue import admin
 from tickwork.queue.admin import JobFilter
@@ -101,7 +100,7 @@ async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) ->
                     conn, svc.store, who.actor, "job.enqueued", "job", str(job.id), {}
                 )
             committing = True
-    except psycopg.Error as exc:  # (the enqueue itself translates its own, as not stored)
+    except DriverError as exc:  # (the enqueue itself translates its own, as not stored)
         raise enqueue_error(exc, committing=committing) from exc
     return summarised(job)
 

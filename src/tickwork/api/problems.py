@@ -6,13 +6,12 @@ import asyncio
 import logging
 from typing import Any
 
-import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from tickwork.db.database import database_error
+from tickwork.db.errors import DriverError, database_error
 from tickwork.errors import (
     AuthError,
     ConfigError,
@@ -155,7 +154,7 @@ def install(api: FastAPI) -> None:
 
     async def driver_error(request: Request, exc: Exception) -> JSONResponse:
         # a statement run without the translation of db/ (the storage seam translates most)
-        assert isinstance(exc, psycopg.Error)
+        assert isinstance(exc, DriverError)
         return await tickwork_error(request, database_error(exc))
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -187,7 +186,7 @@ def install(api: FastAPI) -> None:
         return problem(exc.status_code, str(exc.detail), str(exc.detail))
 
     api.add_exception_handler(TickworkError, tickwork_error)
-    api.add_exception_handler(psycopg.Error, driver_error)
+    api.add_exception_handler(DriverError, driver_error)
     api.add_exception_handler(Exception, unexpected)  # a problem body, never text/plain
     api.add_exception_handler(RequestValidationError, validation_error)
     api.add_exception_handler(HTTPException, http_error)

@@ -55,6 +55,7 @@ from tickwork.auth.tokens import (
 )
 from tickwork.auth.turns import Turns
 from tickwork.config import AuthSettings
+from tickwork.db.errors import CONNECTION_ERRORS, DriverError
 from tickwork.db.store import Store
 from tickwork.errors import (
     AuthError,
@@ -428,7 +429,7 @@ class AuthService:
                 try:
                     await self._settle_attempt(reserved, failed=False)
                     return
-                except (psycopg.Error, DatabaseError):
+                except (DriverError, DatabaseError):
                     await asyncio.sleep(LOGIN_SETTLE_RETRY)
 
         task = asyncio.get_running_loop().create_task(forgive())
@@ -643,7 +644,7 @@ class AuthService:
                                 self._sessions.forget(int(note.payload))
                             else:  # not one of ours: forget everything, to be safe
                                 self._sessions.clear()
-            except (psycopg.Error, OSError) as exc:
+            except CONNECTION_ERRORS as exc:
                 log.warning("session watch connection lost", extra={"error": str(exc)})
             except Exception:  # this loop must outlive anything: serve stops when it ends
                 log.exception("session watch failed; starting it again")

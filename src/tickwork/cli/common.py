@@ -17,14 +17,13 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import psycopg
 import typer
 import typer.core
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork import logs
 from tickwork.app import App
-from tickwork.db.database import database_error
+from tickwork.db.errors import translating
 from tickwork.errors import ConfigError, TickworkError
 from tickwork.limits import cut
 
@@ -196,9 +195,8 @@ def run_with_pool(
 
     async def session() -> T:
         try:
-            return await work(the_app, await the_app.db.async_pool())
-        except psycopg.Error as exc:  # PoolTimeout included: the database is unreachable
-            raise database_error(exc) from exc
+            with translating():  # PoolTimeout included: the database is unreachable
+                return await work(the_app, await the_app.db.async_pool())
         finally:
             await the_app.aclose()
 

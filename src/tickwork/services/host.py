@@ -20,10 +20,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import LeaseSettings
+from tickwork.db.errors import CONNECTION_ERRORS
 from tickwork.db.store import Store
 from tickwork.services.leases import LeaseManager
 from tickwork.services.periodic import run_periodically
@@ -128,7 +128,7 @@ class ServiceHost:
         try:
             if self.leases.roles:
                 # a failed first try is no failure: the heartbeat tries again
-                with contextlib.suppress(psycopg.Error, OSError):
+                with contextlib.suppress(*CONNECTION_ERRORS):
                     await self.leases.run_once()
                 heartbeat = asyncio.create_task(
                     self.leases.run(heartbeat_stop), name="tickwork-leases"

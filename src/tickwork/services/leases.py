@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import LeaseSettings
+from tickwork.db.errors import CONNECTION_ERRORS
 from tickwork.db.store import Store
 from tickwork.services.periodic import run_periodically
 from tickwork.types import Leader
@@ -177,5 +177,5 @@ class LeaseManager:
             log=log,
             name="lease heartbeat",
         )
-        with contextlib.suppress(psycopg.Error, OSError):
+        with contextlib.suppress(*CONNECTION_ERRORS):
             await self.release()

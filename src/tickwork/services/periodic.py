@@ -9,7 +9,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import psycopg
+from tickwork.db.errors import CONNECTION_ERRORS
 
 DEFAULT_JITTER = 0.1
 """Each wait is the interval times a random factor in [1 - jitter, 1 + jitter], so services
@@ -31,7 +31,7 @@ async def run_periodically(
     while not stop.is_set():
         try:
             await run_once()
-        except (psycopg.Error, OSError) as exc:
+        except CONNECTION_ERRORS as exc:
             log.error(f"{name} failed", extra={"error": str(exc)})
         raise_if_cancelled()
         seconds = interval() if callable(interval) else interval

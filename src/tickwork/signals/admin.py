@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.control import RuntimeControl, Tiered
+from tickwork.db.errors import DuplicateKey
 from tickwork.db.store import Store
 from tickwork.errors import InvalidInput, NotFoundError, SignalSupersededError
 from tickwork.queue.admin import DEFAULT_PAGE, Page, check_limit, check_range, parse_choices
@@ -158,7 +158,7 @@ async def retry(pool: AsyncConnectionPool[Any], store: Store, signal_id: int, ac
     try:
         async with pool.connection() as conn:
             row = await store.signal_retry(conn, signal_id=signal_id, actor=actor)
-    except psycopg.errors.UniqueViolation:
+    except DuplicateKey:
         # A fresher PENDING signal of the same key appeared during the statement.
         async with pool.connection() as conn:
             row = await store.signal_retry(conn, signal_id=signal_id, actor=actor)

@@ -7,21 +7,17 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-
-import psycopg
+from typing import Any
 
 from tickwork import metrics
-from tickwork.db.database import database_error
+from tickwork.db.database import Database
+from tickwork.db.errors import translating
 from tickwork.db.store import Row
 from tickwork.db.store.signals import NewSignal
 from tickwork.errors import SignalError
 from tickwork.limits import json_refusal
 from tickwork.queue.enqueue import async_connection, sync_connection
 from tickwork.signals.reactor import SIGNAL_TYPE
-
-if TYPE_CHECKING:
-    from tickwork.app import App
 
 log = logging.getLogger("tickwork.signals")
 
@@ -55,8 +51,8 @@ def _text(field: str, value: Any, limit: int) -> str | None:
 class Signals:
     """``app.signals``: emit domain signals (sync or async, optionally in your transaction)."""
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def _signal(
         self,
@@ -71,7 +67,7 @@ class Signals:
             raise SignalError(
                 "signal_type", signal_type, "must be 1-100 characters of letters, digits, _.:-"
             )
-        settings = self.app.settings.signals
+        settings = self.db.settings.signals
         window = settings.window(signal_type)
         key = _text("aggregate_key", aggregate_key, MAX_KEY_LENGTH)
         try:
@@ -112,15 +108,13 @@ class Signals:
         signal = self._signal(
             signal_type, entity_type, entity_id, aggregate_key, organisation_id, payload
         )
-        store = self.app.db.store
-        try:
+        store = self.db.store
+        with translating():
             if conn is not None:
                 row = store.signal_emit_sync(sync_connection(conn), signal=signal)
             else:
-                with self.app.db.pool().connection() as own:
+                with self.db.pool().connection() as own:
                     row = store.signal_emit_sync(own, signal=signal)
-        except psycopg.Error as exc:
-            raise database_error(exc) from exc
         return _emitted(row, signal)
 
     async def emit_async(
@@ -138,16 +132,14 @@ class Signals:
         signal = self._signal(
             signal_type, entity_type, entity_id, aggregate_key, organisation_id, payload
         )
-        store = self.app.db.store
-        try:
+        store = self.db.store
+        with translating():
             if conn is not None:
                 row = await store.signal_emit(await async_connection(conn), signal=signal)
             else:
-                pool = await self.app.db.async_pool()
+                pool = await self.db.async_pool()
                 async with pool.connection() as own:
                     row = await store.signal_emit(own, signal=signal)
-        except psycopg.Error as exc:
-            raise database_error(exc) from exc
         return _emitted(row, signal)
 
 

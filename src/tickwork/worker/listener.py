@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from tickwork.db.errors import CONNECTION_ERRORS
 from tickwork.services.periodic import raise_if_cancelled, wait_for_stop
 
 log = logging.getLogger("tickwork.worker")
@@ -55,7 +56,7 @@ class Listener:
                     delay = FIRST_RECONNECT_DELAY
                     async for note in conn.notifies():
                         self._on_notify(note.channel, note.payload)
-            except (psycopg.Error, OSError) as exc:
+            except CONNECTION_ERRORS as exc:
                 log.warning("listen connection lost; reconnecting", extra={"error": str(exc)})
             self._on_lost()
             raise_if_cancelled()

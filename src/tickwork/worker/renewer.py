@@ -11,8 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 from uuid import UUID
 
-import psycopg
-
+from tickwork.db.errors import CONNECTION_ERRORS
 from tickwork.db.store import AsyncConn, Store
 from tickwork.services.periodic import raise_if_cancelled, wait_for_stop
 from tickwork.worker.attempt import Attempt
@@ -52,7 +51,7 @@ class Renewer:
         while not await wait_for_stop(stop, self.interval):
             try:
                 await self.renew_once()
-            except (psycopg.Error, OSError) as exc:
+            except CONNECTION_ERRORS as exc:
                 log.error("lease renewal failed", extra={"error": str(exc)})
             raise_if_cancelled()
 

@@ -30,7 +30,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork import metrics
 from tickwork.config import WorkerSettings
-from tickwork.db.database import POOL_RECONNECT_TIMEOUT, Database
+from tickwork.db.database import Database
+from tickwork.db.errors import CONNECTION_LOST, DriverError, ValueRefused
 from tickwork.db.store import AsyncConn
 from tickwork.limits import cut
 from tickwork.queue import rows as decode
@@ -196,30 +197,18 @@ class Worker:
         """Open the pool and register this worker; no jobs are claimed yet."""
         if self._pool is not None:
             return
-        url = await asyncio.to_thread(lambda: self.db.url)
-        self._url = url
-        self._pool = AsyncConnectionPool(
-            url,
-            min_size=1,
+        self._pool = await self.db.open_pool(
+            f"tickwork-worker-{self.id}",
             max_size=min(self.concurrency, 8) + 3,
-            kwargs=self.db.connection_kwargs(url, **WORKER_SERVER_SETTINGS),
             timeout=POOL_WAIT,
-            reconnect_timeout=POOL_RECONNECT_TIMEOUT,
-            open=False,
-            name=f"tickwork-worker-{self.id}",
+            **WORKER_SERVER_SETTINGS,
         )
-        self._claim_pool = AsyncConnectionPool(
-            url,
-            min_size=1,
+        self._claim_pool = await self.db.open_pool(
+            f"tickwork-claim-{self.id}",
             max_size=CLAIMS_IN_FLIGHT,
-            kwargs=self.db.connection_kwargs(url, **CLAIM_SERVER_SETTINGS),
             timeout=POOL_WAIT,
-            reconnect_timeout=POOL_RECONNECT_TIMEOUT,
-            open=False,
-            name=f"tickwork-claim-{self.id}",
+            **CLAIM_SERVER_SETTINGS,
         )
-        await self._pool.open(wait=True)
-        await self._claim_pool.open(wait=True)
         self._threads = HandlerThreads(self.concurrency, thread_name_prefix="tickwork-task")
         await self._pooled(
             lambda conn: self.store.worker_register(
@@ -248,7 +237,7 @@ class Worker:
             return
         try:
             await self._pooled(lambda conn: self.store.worker_stop(conn, worker_id=self.id))
-        except psycopg.Error as exc:
+        except DriverError as exc:
             log.warning("could not mark worker stopped", extra={"error": str(exc)})
         await self._pool.close()
         self._pool = None
@@ -565,7 +554,7 @@ class Worker:
             await self._pooled(
                 lambda conn: self.store.job_progress_many(conn, reports=json.dumps(reports))
             )
-        except psycopg.DataError as exc:  # not for the database to store: never retried
+        except ValueRefused as exc:  # not for the database to store: never retried
             log.warning(
                 "progress reports refused", extra={"reports": len(reports), "error": str(exc)}
             )
@@ -597,11 +586,7 @@ class Worker:
         return self.store.channel("jobs"), self.store.channel("control")
 
     async def _connect_listener(self) -> psycopg.AsyncConnection[Any]:
-        return await psycopg.AsyncConnection.connect(
-            self._url,
-            application_name=f"tickwork-listen-{self.id}",
-            **self.db.connection_kwargs(self._url),
-        )
+        return await self.db.connect_listener(f"tickwork-listen-{self.id}")
 
     def _on_listening(self) -> None:
         self._wake.set()  # notifications sent while disconnected are lost: claim anyway
@@ -698,7 +683,7 @@ class Worker:
         while True:
             try:
                 return await call()
-            except (psycopg.OperationalError, psycopg.InterfaceError, OSError) as exc:
+            except CONNECTION_LOST as exc:
                 if time.monotonic() >= give_up_at:
                     raise
                 log.warning(
