@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from pydantic import ValidationError
 
-from tickwork import metrics
 from tickwork.config import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_PRIORITY,
@@ -23,7 +22,7 @@ from tickwork.config import (
     load_settings,
 )
 from tickwork.db.database import Database
-from tickwork.db.errors import (
+from tickwork.db.driver_errors import (
     DriverError,
     enqueue_error,
     retrying_deadlocks,
@@ -41,7 +40,8 @@ from tickwork.errors import (
     TaskDefinitionError,
     UnknownTaskError,
 )
-from tickwork.health import DEFAULT_XMIN_WARNING_SECONDS, Health, check
+from tickwork.ops import metrics
+from tickwork.ops.health import DEFAULT_XMIN_WARNING_SECONDS, Health, check
 from tickwork.portal import Portal
 from tickwork.queue import admin as queue_admin
 from tickwork.queue import rows as decode
@@ -65,14 +65,8 @@ from tickwork.queue.watchdog import Watchdog
 from tickwork.schedule import admin as schedule_admin
 from tickwork.schedule.admin import check_schedule_name
 from tickwork.schedule.cron import CronSchedule
-from tickwork.schedule.scheduler import (
-    Misfire,
-    Overlap,
-    Scheduler,
-    SchedulerService,
-    ScheduleSpec,
-    StoredSchedule,
-)
+from tickwork.schedule.records import Misfire, Overlap, ScheduleSpec, StoredSchedule
+from tickwork.schedule.scheduler import Scheduler, SchedulerService
 from tickwork.services.host import WORKER_ROLES, ServiceHost
 from tickwork.services.leases import LeaseManager, Role, leaders
 from tickwork.signals.publisher import Signals

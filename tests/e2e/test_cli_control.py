@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from tickwork import App
-from tickwork.audit import AuditFilter, list_events
 from tickwork.auth import AuthService, Role
 from tickwork.cli import cli_actor
 from tickwork.errors import AuthError
+from tickwork.ops.audit import AuditFilter, list_events
 from tickwork.types import AuditEvent, JobState
 
 from .support import tickwork

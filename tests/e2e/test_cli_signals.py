@@ -19,8 +19,8 @@ import psycopg
 import pytest
 
 from tickwork import App
-from tickwork.audit import AuditFilter, list_events
 from tickwork.cli import cli_actor
+from tickwork.ops.audit import AuditFilter, list_events
 
 from .support import free_port, tickwork
 

@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from tickwork import App, bench
+from tickwork.cli.demo import demo_schema
 from tickwork.db.scratch import scratch_schema
-from tickwork.demo import demo_schema
 from tickwork.errors import ConfigError, ConflictError
 
 

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from tickwork import App, JobState
-from tickwork.db import errors as database
+from tickwork.db import driver_errors as database
 from tickwork.queue import admin
 
 HANG_GUARD = 60.0  # not a timing assertion: only stops a broken test from hanging

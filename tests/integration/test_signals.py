@@ -13,7 +13,7 @@ import pytest
 
 from tickwork import App
 from tickwork.errors import InvalidInput, NotLeaderError, SignalError, SignalSupersededError
-from tickwork.metrics import REGISTRY
+from tickwork.ops.metrics import REGISTRY
 from tickwork.services.leases import Role
 from tickwork.signals import Reactor, ReactorContext, Signal
 from tickwork.signals import admin as signal_admin

@@ -88,8 +88,8 @@ def test_database_url_never_echoed_in_errors() -> None:
 
 def test_names_with_a_trailing_newline_are_refused() -> None:
     """``$`` would match before a final newline; every name pattern anchors with ``\\Z``."""
-    from tickwork.appconfig import VARIABLE_NAME
     from tickwork.config import QUEUE_NAME, SCHEMA_NAME
+    from tickwork.ops.appconfig import VARIABLE_NAME
     from tickwork.signals.reactor import REACTOR_NAME, SIGNAL_TYPE
 
     for pattern in (QUEUE_NAME, SCHEMA_NAME, REACTOR_NAME, SIGNAL_TYPE, VARIABLE_NAME):

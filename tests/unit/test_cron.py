@@ -172,7 +172,8 @@ def test_minute_steps_keep_real_time_spacing_across_transitions(
 
 
 def test_misfire_selection_looks_back_from_now_without_enumerating_the_downtime() -> None:
-    from tickwork.schedule.scheduler import Misfire, fire_times_to_run
+    from tickwork.schedule.records import Misfire
+    from tickwork.schedule.scheduler import fire_times_to_run
 
     every_minute = CronSchedule.parse("* * * * *")
     now = utc(2026, 6, 1, 12, 0, 30)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from tickwork.metrics import DURATION_BUCKETS, _Tally
+from tickwork.ops.metrics import DURATION_BUCKETS, _Tally
 
 
 def test_tally_exposes_cumulative_buckets_inclusive_upper_bounds() -> None:

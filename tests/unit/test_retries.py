@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from tickwork.db import errors as database
+from tickwork.db import driver_errors as database
 
 
 def test_the_pause_grows_and_is_drawn_at_random_within_its_bound() -> None:

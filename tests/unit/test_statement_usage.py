@@ -98,8 +98,8 @@ READS_A_DRIVER_ERROR_OUTSIDE_DB = {"config.py"}
 
 
 def test_driver_errors_are_read_only_in_db() -> None:
-    """Outside ``db/`` a driver error is caught as ``db.errors``' names (or translated by its
-    ``translating()``), never by psycopg's own classes: ``db/errors.py`` is the one place
+    """Outside ``db/`` a driver error is caught as ``db.driver_errors``' names (or translated by its
+    ``translating()``), never by psycopg's own classes: ``db/driver_errors.py`` is the one place
     that decides what each means."""
     found = []
     for path, tree in modules(inside_db=False):

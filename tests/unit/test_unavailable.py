@@ -7,7 +7,7 @@ import psycopg
 import pytest
 from psycopg_pool import PoolTimeout
 
-from tickwork.db.errors import enqueue_error, unavailable
+from tickwork.db.driver_errors import enqueue_error, unavailable
 from tickwork.errors import DatabaseUnavailable, EnqueueFailed
 
 

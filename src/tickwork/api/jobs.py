@@ -18,10 +18,10 @@ from tickwork.api.schemas import (
     JobStateName,
 )
 from tickwork.api.security import Services, caller, services
-from tickwork.audit import audit_append
 from tickwork.auth import Principal
-from tickwork.db.errors import DriverError, enqueue_error
+from tickwork.db.driver_errors import DriverError, enqueue_error
 from tickwork.errors import UnknownTaskError
+from tickwork.ops.audit import audit_append
 from tickwork.queue import admin
 from tickwork.queue.admin import JobFilter
 from tickwork.queue.enqueue import JobSpec

@@ -11,7 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from tickwork.db.errors import DriverError, database_error
+from tickwork.db.driver_errors import DriverError, database_error
 from tickwork.errors import (
     AuthError,
     ConfigError,

@@ -16,7 +16,7 @@ from tickwork.queue import admin as queue_admin
 from tickwork.queue.options import TaskOptions
 from tickwork.queue.rows import servable
 from tickwork.schedule import admin
-from tickwork.schedule.scheduler import StoredSchedule
+from tickwork.schedule.records import StoredSchedule
 
 router = APIRouter(tags=["schedules"])
 

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from tickwork import appconfig
 from tickwork.api.inputs import CursorQuery
 from tickwork.api.schemas import (
     AuditPage,
@@ -18,10 +17,11 @@ from tickwork.api.schemas import (
     VariableIn,
 )
 from tickwork.api.security import Services, caller, services
-from tickwork.audit import AuditFilter, list_events
 from tickwork.auth import Principal
 from tickwork.errors import DatabaseUnavailable
-from tickwork.metrics import render
+from tickwork.ops import appconfig
+from tickwork.ops.audit import AuditFilter, list_events
+from tickwork.ops.metrics import render
 from tickwork.queue import admin
 from tickwork.services.leases import leaders
 from tickwork.types import Leader

@@ -29,7 +29,6 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.audit import audit_append
 from tickwork.auth.inputs import check_email, check_name
 from tickwork.auth.models import ApiToken, Bootstrap, Invite, Principal, Row, TokenPair, User
 from tickwork.auth.passwords import (
@@ -55,7 +54,7 @@ from tickwork.auth.tokens import (
 )
 from tickwork.auth.turns import Turns
 from tickwork.config import AuthSettings
-from tickwork.db.errors import CONNECTION_ERRORS, DriverError
+from tickwork.db.driver_errors import CONNECTION_ERRORS, DriverError
 from tickwork.db.store import Store
 from tickwork.errors import (
     AuthError,
@@ -67,6 +66,7 @@ from tickwork.errors import (
     NotFoundError,
     PermissionDenied,
 )
+from tickwork.ops.audit import audit_append
 
 log = logging.getLogger("tickwork.auth")
 

@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork import logs
 from tickwork.app import App
-from tickwork.db.errors import translating
+from tickwork.db.driver_errors import translating
 from tickwork.errors import ConfigError, TickworkError
 from tickwork.limits import cut
 

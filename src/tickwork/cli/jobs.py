@@ -18,7 +18,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork import logs
 from tickwork.app import App
-from tickwork.audit import audit_append
 from tickwork.cli.common import (
     AppOption,
     Group,
@@ -31,6 +30,7 @@ from tickwork.cli.common import (
     utc_time,
 )
 from tickwork.errors import ConfigError, UnknownTaskError
+from tickwork.ops.audit import audit_append
 from tickwork.queue import admin
 from tickwork.queue.enqueue import JobSpec
 from tickwork.queue.rows import summarised

@@ -86,7 +86,7 @@ def serve(
 
 def demo(log_level: LogLevel = "ERROR") -> None:
     """Show the job path end to end on the embedded database (or TICKWORK_DATABASE_URL)."""
-    from tickwork.demo import run_demo
+    from tickwork.cli.demo import run_demo
 
     logs.configure(log_level)
     run_demo(console())  # not cut to 80 columns in a pipe
@@ -113,7 +113,7 @@ def bench(
     from rich.progress import Progress
     from rich.table import Table
 
-    from tickwork import bench as bench_module
+    from tickwork.cli import bench as bench_module
 
     chosen = [w.strip() for w in workloads.split(",") if w.strip()]
     for name in chosen:
@@ -170,7 +170,7 @@ def doctor(
     from pydantic import TypeAdapter
     from rich.table import Table
 
-    from tickwork.health import Health
+    from tickwork.ops.health import Health
 
     logs.configure("ERROR")
     report = load_app(app).health(xmin_warning_seconds=xmin_warning)

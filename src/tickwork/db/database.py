@@ -20,7 +20,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from tickwork.config import Settings
 from tickwork.db import embedded
-from tickwork.db.errors import one_line
+from tickwork.db.driver_errors import one_line
 from tickwork.db.statements import Statements
 from tickwork.db.store import Store
 from tickwork.errors import DatabaseUnavailable

@@ -17,7 +17,7 @@ from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.db.errors import retrying_deadlocks_async
+from tickwork.db.driver_errors import retrying_deadlocks_async
 from tickwork.db.store import AsyncConn, Row, Store
 from tickwork.errors import EnqueueError, InvalidInput, JobNotFoundError, JobStateError
 from tickwork.limits import LISTING_VALUE_BYTES

@@ -18,7 +18,7 @@ from tickwork.queue.admin import WORKER_STALE_AFTER
 from tickwork.queue.enqueue import check_priority, check_queue, encode_args
 from tickwork.queue.options import TaskOptions
 from tickwork.schedule.cron import CronSchedule
-from tickwork.schedule.scheduler import StoredSchedule, job_options, task_targets
+from tickwork.schedule.records import StoredSchedule, job_options, task_targets
 
 CheckTask = Callable[[str, Mapping[str, Any]], TaskOptions]
 """Refuses a task name this process does not know, or arguments that do not fit it; returns

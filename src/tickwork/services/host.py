@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import LeaseSettings
-from tickwork.db.errors import CONNECTION_ERRORS
+from tickwork.db.driver_errors import CONNECTION_ERRORS
 from tickwork.db.store import Store
 from tickwork.services.leases import LeaseManager
 from tickwork.services.periodic import run_periodically

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import LeaseSettings
-from tickwork.db.errors import CONNECTION_ERRORS
+from tickwork.db.driver_errors import CONNECTION_ERRORS
 from tickwork.db.store import Store
 from tickwork.services.periodic import run_periodically
 from tickwork.types import Leader

@@ -9,7 +9,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tickwork.db.errors import CONNECTION_ERRORS
+from tickwork.db.driver_errors import CONNECTION_ERRORS
 
 DEFAULT_JITTER = 0.1
 """Each wait is the interval times a random factor in [1 - jitter, 1 + jitter], so services

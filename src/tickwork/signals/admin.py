@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.control import RuntimeControl, Tiered
-from tickwork.db.errors import DuplicateKey
+from tickwork.db.driver_errors import DuplicateKey
 from tickwork.db.store import Store
 from tickwork.errors import InvalidInput, NotFoundError, SignalSupersededError
 from tickwork.queue.admin import DEFAULT_PAGE, Page, check_limit, check_range, parse_choices
+from tickwork.signals.control import RuntimeControl, Tiered
 from tickwork.signals.reactor import Reactors
 from tickwork.signals.records import Delivery, Signal, SignalStatus
-from tickwork.signals.sweeps import SweepScheduler
+
+if TYPE_CHECKING:
+    from tickwork.signals.sweeps import SweepScheduler
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,9 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import SignalSettings
-from tickwork.control import RuntimeControl
 from tickwork.db.store import Store
 from tickwork.services.leases import LeaseManager
+from tickwork.signals.control import RuntimeControl
 from tickwork.signals.reactor import Reactors
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from tickwork import metrics
-from tickwork.control import RuntimeControl
+from tickwork.ops import metrics
 from tickwork.services.leases import Role
 from tickwork.signals.base import SignalService
+from tickwork.signals.control import RuntimeControl
 from tickwork.signals.reactor import Reactor
 from tickwork.signals.records import DeliveryStatus, ReactorContext, Signal, SignalStatus
 

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tickwork import metrics
 from tickwork.db.database import Database
-from tickwork.db.errors import translating
+from tickwork.db.driver_errors import translating
 from tickwork.db.store import Row
 from tickwork.db.store.signals import NewSignal
 from tickwork.errors import SignalError
 from tickwork.limits import json_refusal
+from tickwork.ops import metrics
 from tickwork.queue.enqueue import async_connection, sync_connection
 from tickwork.signals.reactor import SIGNAL_TYPE
 

@@ -11,11 +11,11 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import SignalSettings
-from tickwork.control import RuntimeControl
 from tickwork.db.store import Store
 from tickwork.errors import NotLeaderError
 from tickwork.services.leases import LeaseManager, Role
 from tickwork.services.periodic import run_periodically
+from tickwork.signals.control import RuntimeControl
 from tickwork.signals.processor import SignalProcessor
 from tickwork.signals.reactor import Reactors
 from tickwork.signals.sweeps import SweepScheduler

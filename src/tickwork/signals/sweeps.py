@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from tickwork import metrics
 from tickwork.errors import NotFoundError, NotLeaderError
+from tickwork.ops import metrics
 from tickwork.schedule.cron import CronSchedule
 from tickwork.services.leases import Role
 from tickwork.signals.base import SignalService

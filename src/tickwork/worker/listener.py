@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from tickwork.db.errors import CONNECTION_ERRORS
+from tickwork.db.driver_errors import CONNECTION_ERRORS
 from tickwork.services.periodic import raise_if_cancelled, wait_for_stop
 
 log = logging.getLogger("tickwork.worker")

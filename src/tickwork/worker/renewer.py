@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 from uuid import UUID
 
-from tickwork.db.errors import CONNECTION_ERRORS
+from tickwork.db.driver_errors import CONNECTION_ERRORS
 from tickwork.db.store import AsyncConn, Store
 from tickwork.services.periodic import raise_if_cancelled, wait_for_stop
 from tickwork.worker.attempt import Attempt

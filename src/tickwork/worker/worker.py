@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork import metrics
 from tickwork.config import WorkerSettings
 from tickwork.db.database import Database
-from tickwork.db.errors import CONNECTION_LOST, DriverError, ValueRefused
+from tickwork.db.driver_errors import CONNECTION_LOST, DriverError, ValueRefused
 from tickwork.db.store import AsyncConn
 from tickwork.limits import cut
+from tickwork.ops import metrics
 from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
 from tickwork.services.periodic import run_periodically

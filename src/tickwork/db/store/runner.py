@@ -31,7 +31,7 @@ STATEMENT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 class StatementTimes:
     """How long each named statement took in this process: a histogram per name, kept with
     one uncontended lock per statement (a round trip to the database costs a thousand times
-    more) and exposed by :mod:`tickwork.metrics` at scrape time."""
+    more) and exposed by :mod:`tickwork.ops.metrics` at scrape time."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -68,7 +68,7 @@ def make_app(**overrides: Any) -> App:
 
 
 def __getattr__(name: str) -> Any:
-    # ``tickwork worker --app tickwork.bench:bench_app`` (the drain's worker processes)
+    # ``tickwork worker --app tickwork.cli.bench:bench_app`` (the drain's worker processes)
     if name == "bench_app":
         return make_app()
     raise AttributeError(name)
@@ -217,7 +217,7 @@ def _drain_processes(
         "tickwork",
         "worker",
         "--app",
-        "tickwork.bench:bench_app",
+        "tickwork.cli.bench:bench_app",
         "--queues",
         BENCH_QUEUE,
         "--concurrency",
@@ -341,7 +341,7 @@ STEADY_EARLY_MARK = 300.0
 
 
 async def _sizes(app: App) -> dict[str, Any]:
-    from tickwork.health import check
+    from tickwork.ops.health import check
 
     async with (await app.db.async_pool()).connection() as conn:
         report = await check(conn, app.db.store)
