@@ -8,7 +8,6 @@ import json
 import typing
 from datetime import datetime
 from typing import Annotated, Any, Literal
-from uuid import UUID
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -16,6 +15,7 @@ from pydantic_core import PydanticCustomError
 from tickwork.api.inputs import unstorable
 from tickwork.auth.tokens import MAX_API_TOKEN_TTL
 from tickwork.limits import MAX_JSON_DEPTH, too_deep
+from tickwork.types import AuditEvent, ErrorInfo, Execution, Progress
 
 
 def _by_name(value: Any) -> Any:
@@ -125,20 +125,6 @@ class Problem(Model):
     """The request field at fault, when one is."""
 
 
-class ErrorOut(Model):
-    type: str
-    message: str
-    traceback: str = ""
-
-
-class ProgressOut(Model):
-    current: float
-    total: float | None
-    message: str | None
-    attempt: int
-    at: datetime | None
-
-
 class JobOut(Model):
     id: int
     queue: str
@@ -156,7 +142,7 @@ class JobOut(Model):
     result: Any = None
     cancel_requested_at: datetime | None
     finished_at: datetime | None
-    error: ErrorOut | None
+    error: ErrorInfo | None
     schedule_id: int | None
     fire_time: datetime | None
     duplicate: bool
@@ -165,25 +151,13 @@ class JobOut(Model):
         description="fields left out (args {}, result null): too large for a listing (the"
         " job's own page has them) or nested too deep to be served",
     )
-    progress: ProgressOut | None = Field(
+    progress: Progress | None = Field(
         default=None, description="what the handler last reported with ctx.progress"
     )
 
 
-class ExecutionOut(Model):
-    id: int
-    job_id: int
-    attempt: int
-    worker_id: UUID
-    state: Literal["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "TIMED_OUT", "RELEASED"]
-    started_at: datetime
-    lease_expires_at: datetime
-    finished_at: datetime | None
-    error: ErrorOut | None
-
-
 class JobDetailOut(JobOut):
-    executions: list[ExecutionOut]
+    executions: list[Execution]
 
 
 class JobPage(Model):
@@ -288,18 +262,8 @@ class ScheduleEditIn(Request):
     enabled: bool | None = None
 
 
-class AuditEventOut(Model):
-    id: int
-    occurred_at: datetime
-    actor: str
-    event_type: str
-    target_type: str
-    target_id: str
-    metadata: dict[str, Any]
-
-
 class AuditPage(Model):
-    items: list[AuditEventOut]
+    items: list[AuditEvent]
     next_cursor: int | None
 
 
