@@ -9,7 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from tickwork import App, bench
+from tickwork import App
+from tickwork.cli import bench
 from tickwork.cli.demo import demo_schema
 from tickwork.db.scratch import scratch_schema
 from tickwork.errors import ConfigError, ConflictError
@@ -109,7 +110,7 @@ def test_the_demo_refuses_a_schema_of_its_name_that_it_did_not_make(
         app = App(database_url=database_url, schema=taken)
         with (
             pytest.raises(ConfigError, match="was not made by tickwork demo"),
-            scratch_schema(app, "demo"),
+            scratch_schema(app.db, "demo", close=app.close),
         ):
             raise AssertionError("the demo must not start")
         assert schema_mark(database_url, taken) == [(None,)]

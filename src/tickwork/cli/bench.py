@@ -113,18 +113,18 @@ def environment(app: App) -> Environment:
 def own_schema(app: App) -> AbstractContextManager[None]:
     """The app's schema as the bench's own for the length of the block (see
     :mod:`tickwork.db.scratch`)."""
-    return scratch_schema(app, "bench")
+    return scratch_schema(app.db, "bench", close=app.close)
 
 
 def reset(app: App) -> None:
     """Migrate the bench schema and empty it (refused unless a bench made the schema)."""
     with app.db.pool().connection() as conn:
-        if not is_scratch(conn, app):
-            raise refusal(app, "bench")
+        if not is_scratch(conn, app.db):
+            raise refusal(app.db, "bench")
     app.migrate()
     schema = app.settings.schema_name
     with app.db.pool().connection() as conn:
-        empty(conn, app)
+        empty(conn, app.db)
         conn.execute(f"VACUUM ANALYZE {schema}.jobs")
         conn.execute(f"VACUUM ANALYZE {schema}.executions")
 

@@ -219,7 +219,7 @@ def run_demo(console: Console | None = None) -> None:
         f"[bold]tickwork demo[/] on {where}, in a schema of its own ({schema!r}, dropped "
         "when the demo ends)"
     )
-    with scratch_schema(app, "demo"):
+    with scratch_schema(app.db, "demo", close=app.close):
         _run_and_print(app, slow_started, console)
 
 
