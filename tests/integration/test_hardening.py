@@ -69,7 +69,7 @@ async def test_too_deep_args_are_refused_at_every_entry_point(api: Api, sql: Any
     answer = await api.client.post(
         "/api/jobs", content=deep_body(300), headers=as_json(api, Role.OPERATOR)
     )
-    body = problem(answer, 422)
+    body = problem(answer, 400)
     assert body["field"] == "args" and f"deeper than {MAX_JSON_DEPTH}" in body["detail"]
     at_limit = await api.client.post(
         "/api/jobs", content=deep_body(MAX_JSON_DEPTH), headers=as_json(api, Role.OPERATOR)
@@ -101,7 +101,7 @@ async def test_too_deep_args_are_refused_at_every_entry_point(api: Api, sql: Any
         ).encode(),
         headers=as_json(api, Role.ADMIN),
     )
-    assert problem(schedule, 422)["field"] == "args"
+    assert problem(schedule, 400)["field"] == "args"
     [(count,)] = sql.execute("SELECT count(*) FROM jobs")
     assert count == 1  # only the job at the limit
 
@@ -395,7 +395,7 @@ async def test_bodies_of_other_content_types_are_never_echoed(
     }
     for path, body in secret_bodies.items():
         answer = await api.client.post(path, content=json.dumps(body).encode(), headers=headers)
-        assert answer.status_code in (400, 401, 415, 422), (path, answer.text)
+        assert answer.status_code in (400, 401, 415), (path, answer.text)
         assert CANARY not in answer.text, (path, answer.text)
     authed = [
         ("POST", "/api/me/password", {"current_password": CANARY, "new_password": CANARY + "!!"}),
@@ -436,11 +436,11 @@ async def test_run_at_must_be_a_date_time_text(api: Api) -> None:
             json={"task": "tests.echo", "run_at": value},
             headers=api.headers(Role.OPERATOR),
         )
-        assert problem(answer, 422)["field"] == "run_at", value
+        assert problem(answer, 400)["field"] == "run_at", value
     listed = await api.client.get(
         "/api/jobs", params={"created_from": "1700000000"}, headers=api.headers(Role.VIEWER)
     )
-    assert problem(listed, 422)["field"] == "created_from"
+    assert problem(listed, 400)["field"] == "created_from"
     fine = await api.client.post(
         "/api/jobs",
         json={"task": "tests.echo", "run_at": "2030-01-01T00:00:00Z"},
@@ -539,7 +539,7 @@ async def test_a_huge_list_for_a_text_field_is_refused_without_a_walk(api: Api) 
     answer = await api.client.post(
         "/api/auth/refresh", content=body, headers={"content-type": "application/json"}
     )
-    assert problem(answer, 422)["field"] == "refresh_token"
+    assert problem(answer, 400)["field"] == "refresh_token"
 
 
 async def test_arguments_that_do_not_fit_are_named_not_echoed(api: Api) -> None:
@@ -553,13 +553,13 @@ async def test_arguments_that_do_not_fit_are_named_not_echoed(api: Api) -> None:
     unknown = await api.client.post(
         "/api/auth/login", json={"email": "a@b.c", "password": "x" * 12, "passwd": CANARY}
     )
-    assert problem(unknown, 422)["field"] == "passwd" and CANARY not in unknown.text
+    assert problem(unknown, 400)["field"] == "passwd" and CANARY not in unknown.text
     setting = await api.client.put(
         "/api/settings/retention.finished_after",
         json={"value": CANARY},
         headers=api.headers(Role.ADMIN),
     )
-    assert setting.status_code in (400, 422) and CANARY not in setting.text
+    assert setting.status_code == 400 and CANARY not in setting.text
 
 
 async def test_schedule_names_are_plain(api: Api) -> None:
@@ -569,7 +569,7 @@ async def test_schedule_names_are_plain(api: Api) -> None:
             json={"name": name, "task": "tests.echo", "cron": "0 3 * * *"},
             headers=api.headers(Role.ADMIN),
         )
-        assert answer.status_code in (400, 422), (name, answer.text)
+        assert answer.status_code == 400, (name, answer.text)
         assert answer.json()["field"] == "name"
     long = await api.client.get("/api/schedules/" + "n" * 10_000, headers=api.headers(Role.VIEWER))
     assert problem(long, 404) and len(long.text) < 1000

@@ -12,7 +12,13 @@ import psycopg
 import pytest
 
 from tickwork import App
-from tickwork.errors import InvalidInput, NotLeaderError, SignalError, SignalSupersededError
+from tickwork.errors import (
+    InvalidInput,
+    NotFoundError,
+    NotLeaderError,
+    SignalError,
+    SignalSupersededError,
+)
 from tickwork.ops.metrics import REGISTRY
 from tickwork.services.leases import Role
 from tickwork.signals import Reactor, ReactorContext, Signal
@@ -239,6 +245,66 @@ async def test_per_reactor_retry_runs_only_the_failed_reactor_then_dead(
     assert "b: RuntimeError: downstream timeout" in detail.signal.error_message
 
 
+async def test_status_failed_lists_signals_with_a_failed_reactor_and_a_dead_delivery_replays(
+    env: tuple[App, SignalRuntime], sql: psycopg.Connection[Any]
+) -> None:
+    app, runtime = env
+    pool, store = runtime.pool, runtime.store
+    a = Recorder("a", {"RESULT_SET_CHANGED"})
+    b = Recorder("b", {"RESULT_SET_CHANGED"})
+    b.fail_with = RuntimeError("downstream timeout")
+    app.add_reactor(a)
+    app.add_reactor(b)
+    broken = app.signals.emit("RESULT_SET_CHANGED", aggregate_key="series:1")
+    healthy = app.signals.emit("PAYMENT_COMPLETED", aggregate_key="p:1")  # no reactor fails it
+    shift(sql, 3600)
+    await runtime.processor.run_once()
+
+    async def listed(*status: str) -> list[int]:
+        where = signal_admin.SignalFilter.parse(status=list(status))
+        return [s.id for s in (await signal_admin.list_signals(pool, store, where)).items]
+
+    assert await listed("FAILED") == [broken.signal_id]  # b FAILED, awaiting its retry
+    assert await listed("failed,COMPLETED") == [healthy.signal_id, broken.signal_id]
+    with pytest.raises(InvalidInput, match="is not a signal status or FAILED"):
+        await listed("BROKEN")
+    with pytest.raises(InvalidInput, match="only a DEAD one"):  # FAILED: the processor's
+        await signal_admin.retry_delivery(pool, store, broken.signal_id, "b", "user:ops")
+
+    sql.execute("UPDATE signal_reactor_status SET next_retry_at = now() - interval '1 s'")
+    sql.execute("UPDATE signals SET next_retry_at = now() - interval '1 s'")
+    await runtime.processor.run_once()  # b's one retry fails: DEAD, the signal COMPLETED
+    detail = await signal_admin.get_signal(pool, store, broken.signal_id)
+    assert detail.signal.status.value == "COMPLETED"
+    assert await listed("FAILED") == [broken.signal_id]  # a DEAD delivery still shows
+    with pytest.raises(InvalidInput, match="only a DEAD signal"):  # the signal is COMPLETED
+        await signal_admin.retry(pool, store, broken.signal_id, "user:ops")
+
+    b.fail_with = None  # fixed downstream; the operator replays b's delivery
+    replayed = await signal_admin.retry_delivery(pool, store, broken.signal_id, "b", "user:ops")
+    assert replayed.status.value == "PROCESSING"
+    await runtime.processor.run_once()
+    assert a.seen == [broken.signal_id]  # the completed reactor is not run again
+    assert b.seen == [broken.signal_id] * 3
+    detail = await signal_admin.get_signal(pool, store, broken.signal_id)
+    assert detail.signal.status.value == "COMPLETED" and detail.signal.error_message is None
+    assert {d.reactor_name: d.status.value for d in detail.deliveries} == {
+        "a": "COMPLETED",
+        "b": "COMPLETED",
+    }
+    assert await listed("FAILED") == []
+    audited = sql.execute(
+        "SELECT actor, metadata->>'reactor' FROM audit_events"
+        " WHERE event_type = 'signal.delivery_retried' AND target_id = %s",
+        (str(broken.signal_id),),
+    ).fetchall()
+    assert audited == [("user:ops", "b")]
+    with pytest.raises(NotFoundError):
+        await signal_admin.retry_delivery(pool, store, broken.signal_id, "nope", "user:ops")
+    with pytest.raises(NotFoundError):
+        await signal_admin.retry_delivery(pool, store, 10**12, "b", "user:ops")
+
+
 async def test_reactor_writes_commit_with_its_completion_exactly_once(
     env: tuple[App, SignalRuntime], sql: psycopg.Connection[Any]
 ) -> None:
@@ -285,6 +351,10 @@ async def test_organisation_scoping_fails_closed(
     assert runs["scoped"].outcome == "COMPLETED" and scoped.swept == 1
     assert runs["empty"].outcome == "SKIPPED" and empty.swept == 0  # rule 3
     assert runs["empty"].reason == "organisation-scoped with an empty organisation set"
+    assert not runs["empty"].dry_run
+    runtime.control.set_dry_run("empty", True)  # a skipped run still says it would be dry
+    skipped = await runtime.sweeps.run(empty, trigger="manual")
+    assert (skipped.outcome, skipped.dry_run) == ("SKIPPED", True)
 
 
 async def test_dry_run_rolls_back_and_is_recorded(

@@ -155,12 +155,13 @@ async def test_reactor_switches_and_sweep(env: tuple[Api, SignalRuntime, Tally])
         ),
         404,
     )
-    status(
-        await api.client.put(
-            f"{BASE}/reactors/tally/enabled", json={"enabled": "maybe"}, headers=admin
-        ),
-        422,
-    )
+    for loose in ("maybe", "yes", "true", 1, 0):  # strict: no coercion to a bool
+        refused = await api.client.put(
+            f"{BASE}/reactors/tally/enabled", json={"enabled": loose}, headers=admin
+        )
+        status(refused, 400)
+        assert refused.json()["field"] == "enabled", refused.text
+    assert not runtime.control.reactor("tally").enabled.effective  # none of them took effect
     status(
         await api.client.put(
             f"{BASE}/reactors/tally/dry-run", json={"dry_run": True}, headers=admin
@@ -174,6 +175,21 @@ async def test_reactor_switches_and_sweep(env: tuple[Api, SignalRuntime, Tally])
         204,
     )
     assert runtime.control.reactor("tally").organisations.effective == frozenset()
+    status(  # integers as emit takes them, stored as the text emit stores
+        await api.client.put(
+            f"{BASE}/reactors/tally/organisations",
+            json={"organisations": [7, "8"]},
+            headers=admin,
+        ),
+        204,
+    )
+    assert runtime.control.reactor("tally").organisations.effective == {"7", "8"}
+    for bad in ([True], [""], ["x" * 101], [1.5], "7"):
+        refused = await api.client.put(
+            f"{BASE}/reactors/tally/organisations", json={"organisations": bad}, headers=admin
+        )
+        status(refused, 400)
+        assert refused.json()["field"].startswith("organisations"), refused.text
     status(
         await api.client.put(
             f"{BASE}/reactors/tally/enabled", json={"enabled": None}, headers=admin

@@ -64,6 +64,7 @@ def create_api(
     schema["components"]["schemas"]["Problem"] = Problem.model_json_schema(
         ref_template="#/components/schemas/{model}"
     )
+    _validation_is_400(schema)
     for (method, path), role in ROUTE_ROLES.items():
         # the bearer scheme is on every route (authorize); these need none
         if role is PUBLIC and path in schema["paths"]:  # (the docs are not in the document)
@@ -75,3 +76,15 @@ def _version() -> str:
     from importlib.metadata import version
 
     return version("tickwork")
+
+
+def _validation_is_400(schema: dict[str, Any]) -> None:
+    """A malformed body or parameter answers 400 with a problem body (the handler in
+    problems.py), not FastAPI's 422: the document says what the API does."""
+    for operations in schema["paths"].values():
+        for operation in operations.values():
+            responses = operation.get("responses", {})
+            if responses.pop("422", None) is not None:
+                responses.setdefault("400", RESPONSES[400])
+    for name in ("HTTPValidationError", "ValidationError"):
+        schema["components"]["schemas"].pop(name, None)

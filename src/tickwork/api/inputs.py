@@ -56,7 +56,7 @@ def unstorable(value: object, where: str) -> tuple[str, str] | None:
 
 
 async def refuse_unstorable_parameters(request: Request) -> None:
-    """Refuse (422, naming the parameter) a path or query parameter PostgreSQL could not
+    """Refuse (400, naming the parameter) a path or query parameter PostgreSQL could not
     store, before any route code sees it."""
     parameters: list[tuple[str, str, Any]] = [
         ("path", name, value) for name, value in request.path_params.items()

@@ -179,7 +179,7 @@ def install(api: FastAPI) -> None:
         more = len(exc.errors()) - 1
         if more:
             detail += f" (and {more} more)"
-        return problem(422, "Invalid request", detail, where or None)
+        return problem(400, "Invalid request", detail, where or None)
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
@@ -203,7 +203,6 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
         (403, "Forbidden"),
         (404, "Not found"),
         (409, "Conflict with the current state"),
-        (422, "Invalid request"),
         (503, "Database unavailable"),
     )
 }

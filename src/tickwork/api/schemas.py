@@ -9,7 +9,15 @@ import typing
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from tickwork.api.inputs import unstorable
@@ -34,8 +42,9 @@ def _not_a_number(value: Any) -> Any:
     return value
 
 
-Instant = Annotated[datetime, BeforeValidator(_not_a_number)]
-"""A date-time given as ISO 8601 text; numbers are refused."""
+Instant = Annotated[datetime, Strict(False), BeforeValidator(_not_a_number)]
+"""A date-time given as ISO 8601 text (the one type a request body gives as text and the
+model reads as another); numbers are refused."""
 
 RoleName = Annotated[Literal["VIEWER", "OPERATOR", "ADMIN"], BeforeValidator(_by_name)]
 """A role by name (the stored form; the code's Role enum converts)."""
@@ -49,9 +58,11 @@ class Model(BaseModel):
 
 
 class Request(BaseModel):
-    """A request body: unknown fields and text PostgreSQL cannot store are refused (422)."""
+    """A request body: unknown fields, a value of another JSON type than the field's (no
+    ``"yes"`` for true, no ``"5"`` for 5) and text PostgreSQL cannot store are refused (400,
+    naming the field)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     @field_validator("*", mode="before")
     @classmethod

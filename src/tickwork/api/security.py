@@ -95,6 +95,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/admin/signals/leaders"): ADMIN,
     ("GET", "/api/admin/signals/{signal_id}"): ADMIN,
     ("POST", "/api/admin/signals/{signal_id}/retry"): ADMIN,
+    ("POST", "/api/admin/signals/{signal_id}/reactors/{name}/retry"): ADMIN,
     ("POST", "/api/admin/signals/{signal_id}/cancel"): ADMIN,
     # operations
     ("GET", "/healthz"): PUBLIC,

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from tickwork.api.inputs import CursorQuery, IdPath
 from tickwork.api.problems import RESPONSES
@@ -23,6 +23,7 @@ from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE
 from tickwork.services.leases import Role
 from tickwork.services.leases import leaders as all_leaders
 from tickwork.signals import admin
+from tickwork.signals.publisher import MAX_ENTITY_LENGTH
 from tickwork.signals.records import Delivery, Signal
 from tickwork.signals.runtime import SignalRuntime
 
@@ -45,7 +46,9 @@ class Out(BaseModel):
 
 
 class In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body, strictly typed: ``{"enabled": "yes"}`` is a 400, not true."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class SignalDetailOut(Out):
@@ -104,9 +107,22 @@ class DryRunIn(In):
     dry_run: bool | None = Field(description="null: drop the override (back to the config)")
 
 
+def _organisation_text(value: str | int) -> str:
+    """An organisation id as signals store it: an integer as its decimal text (``emit``
+    accepts both, so ``7`` and ``"7"`` name the same organisation)."""
+    text = str(value)
+    if not 1 <= len(text) <= MAX_ENTITY_LENGTH:
+        raise ValueError(f"must be 1-{MAX_ENTITY_LENGTH} characters")
+    return text
+
+
+OrganisationId = Annotated[str | int, AfterValidator(_organisation_text)]
+
+
 class OrganisationsIn(In):
-    organisations: list[Annotated[str, Field(min_length=1, max_length=100)]] | None = Field(
-        description="empty: no organisation; null: drop the override (back to the config)"
+    organisations: list[OrganisationId] | None = Field(
+        description='organisation ids, text or integers (7 and "7" are the same); empty: no'
+        " organisation; null: drop the override (back to the config)"
     )
 
 
@@ -154,7 +170,13 @@ def _known(svc: Services, name: str) -> None:
 @router.get("", response_model=SignalPage)
 async def list_signals(
     svc: Svc,
-    status: Annotated[list[str] | None, Query(description="repeat or comma-separate")] = None,
+    status: Annotated[
+        list[str] | None,
+        Query(
+            description="repeat or comma-separate; FAILED: the signals with a reactor that"
+            " failed (FAILED awaiting its retry, or DEAD), whatever their own status"
+        ),
+    ] = None,
     signal_type: str | None = None,
     aggregate_key: str | None = None,
     organisation_id: str | None = None,
@@ -245,7 +267,7 @@ async def set_organisations(name: str, body: OrganisationsIn, svc: Svc) -> Respo
     _known(svc, name)
     runtime = _runtime(svc)
     await runtime.require(Role.SIGNAL_MASTER)
-    chosen = None if body.organisations is None else frozenset(body.organisations)
+    chosen = None if body.organisations is None else frozenset(map(str, body.organisations))
     runtime.control.set_organisations(name, chosen)
     return Response(status_code=204)
 
@@ -325,6 +347,14 @@ async def retry(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     """Reset a DEAD signal to PENDING. 409 when a fresher PENDING signal holds the same type
     and key: ``supersededByPendingId`` names it, the work is queued, the DEAD row stays."""
     return await admin.retry(svc.pool, svc.store, signal_id, who.actor)
+
+
+@router.post("/{signal_id}/reactors/{name}/retry", response_model=Signal)
+async def retry_delivery(signal_id: IdPath, name: str, svc: Svc, who: Caller) -> Any:
+    """Run one reactor's DEAD delivery of a signal again: the delivery starts afresh, the
+    signal is due now; the reactors that completed are not run again (400 unless the
+    delivery is DEAD)."""
+    return await admin.retry_delivery(svc.pool, svc.store, signal_id, name, who.actor)
 
 
 @router.post("/{signal_id}/cancel", response_model=Signal)

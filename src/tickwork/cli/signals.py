@@ -194,16 +194,36 @@ def signals_stats(as_json: JsonOption = False, app: AppOption = None) -> None:
 
 
 @signals_cli.command("retry")
-def signals_retry(signal_id: SignalId, app: AppOption = None) -> None:
-    """Send a DEAD signal back to PENDING (reactors that completed it do not run again).
+def signals_retry(
+    signal_id: SignalId,
+    reactor: Annotated[
+        str | None,
+        typer.Option(
+            "--reactor",
+            help="Run this reactor's DEAD delivery again (the signal itself may be COMPLETED).",
+        ),
+    ] = None,
+    app: AppOption = None,
+) -> None:
+    """Send a DEAD signal back to PENDING (reactors that completed it do not run again), or
+    with --reactor one reactor's DEAD delivery.
 
     Refused when a fresher PENDING signal holds the same type and key: its work is queued.
     """
     actor = cli_actor()
+    if reactor is None:
+        signal = run_with_pool(
+            app, lambda the_app, pool: admin.retry(pool, the_app.db.store, signal_id, actor)
+        )
+        typer.echo(f"signal {signal.id} is {signal.status.value}")
+        return
     signal = run_with_pool(
-        app, lambda the_app, pool: admin.retry(pool, the_app.db.store, signal_id, actor)
+        app,
+        lambda the_app, pool: admin.retry_delivery(
+            pool, the_app.db.store, signal_id, reactor, actor
+        ),
     )
-    typer.echo(f"signal {signal.id} is {signal.status.value}")
+    typer.echo(f"signal {signal.id} is {signal.status.value}; reactor {reactor} runs again")
 
 
 @signals_cli.command("cancel")

@@ -11,7 +11,7 @@ import logging
 import math
 import os
 import threading
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -55,6 +55,29 @@ def fetch(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> li
         return list(cur.fetchall()) if cur.description is not None else []
 
 
+class LoopEndedWhileConnecting(BaseException):
+    """An event loop ended (its tasks cancelled) while one of tickwork's pools was opening a
+    connection in it: the pool was not closed first."""
+
+
+class PoolConnection(psycopg.AsyncConnection[Any]):
+    """The connections of tickwork's async pools. psycopg_pool runs a connect in a task of
+    the loop and takes a cancelled connect for a failed one, which it tries again, so that
+    task never ends: ``asyncio.run`` would wait for it for ever when a program ends with a
+    pool still open and a connect in flight. Cancelled here, a connect ends that task (and
+    ``asyncio.run`` logs why, naming the remedy) instead."""
+
+    @classmethod
+    async def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
+        try:
+            return await super().connect(conninfo, **kwargs)
+        except asyncio.CancelledError:
+            raise LoopEndedWhileConnecting(
+                "the event loop ended while a tickwork pool was connecting: close the App"
+                " (await app.aclose()) before the loop ends"
+            ) from None
+
+
 class Database:
     """Where tickwork's data lives, and the pools to reach it."""
 
@@ -67,6 +90,7 @@ class Database:
         self._lock = threading.Lock()
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._async_pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
+        self._opening: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
 
     @property
     def url(self) -> str:
@@ -150,20 +174,35 @@ class Database:
         seconds a caller waits for a connection, when this call opens it)."""
         loop = asyncio.get_running_loop()
         pool = self._async_pools.get(loop)
-        if pool is None:
-            url = await asyncio.to_thread(lambda: self.url)
-            pool = AsyncConnectionPool(
-                url,
-                min_size=self.settings.pool_min_size,
-                max_size=max(max_size or 0, self.settings.pool_max_size),
-                kwargs=self.connection_kwargs(url),
-                timeout=POOL_TIMEOUT if timeout is None else timeout,
-                reconnect_timeout=POOL_RECONNECT_TIMEOUT,
-                open=False,
-                name="tickwork-async",
-            )
-            await pool.open()
-            self._async_pools[loop] = pool
+        if pool is not None:
+            return pool
+        # callers that come while it opens wait for that pool rather than open one each (a
+        # second pool would replace the first, which no one would then close)
+        async with self._opening.setdefault(loop, asyncio.Lock()):
+            opened = self._async_pools.get(loop)
+            if opened is None:
+                opened = await self._open_async_pool(loop, max_size, timeout)
+            return opened
+
+    async def _open_async_pool(
+        self, loop: asyncio.AbstractEventLoop, max_size: int | None, timeout: float | None
+    ) -> AsyncConnectionPool[Any]:
+        url = await asyncio.to_thread(lambda: self.url)
+        pool = AsyncConnectionPool(
+            url,
+            min_size=self.settings.pool_min_size,
+            max_size=max(max_size or 0, self.settings.pool_max_size),
+            kwargs=self.connection_kwargs(url),
+            timeout=POOL_TIMEOUT if timeout is None else timeout,
+            reconnect_timeout=POOL_RECONNECT_TIMEOUT,
+            open=False,
+            name="tickwork-async",
+            connection_class=PoolConnection,
+        )
+        # its connections are ready before the first caller waits for one: a caller that
+        # waits would make the pool grow, a connect left in flight at the loop's end
+        await pool.open(wait=True, timeout=pool.timeout)  # closed again if it times out
+        self._async_pools[loop] = pool
         return pool
 
     async def open_pool(
@@ -181,6 +220,7 @@ class Database:
             reconnect_timeout=POOL_RECONNECT_TIMEOUT,
             open=False,
             name=name,
+            connection_class=PoolConnection,
         )
         await pool.open(wait=True)
         return pool
@@ -207,6 +247,8 @@ class Database:
 
     async def close_async_pool(self) -> None:
         """Close the async pool of the running loop (if it has one)."""
-        pool = self._async_pools.pop(asyncio.get_running_loop(), None)
+        loop = asyncio.get_running_loop()
+        self._opening.pop(loop, None)
+        pool = self._async_pools.pop(loop, None)
         if pool is not None:
             await pool.close()

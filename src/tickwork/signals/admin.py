@@ -21,11 +21,23 @@ if TYPE_CHECKING:
     from tickwork.signals.sweeps import SweepScheduler
 
 
+FAILED = "FAILED"
+"""A status filter that is no signal status: a signal with a reactor that failed."""
+
+
+def _split(values: list[str] | None) -> list[str]:
+    """Status filters given repeated or comma-separated, as one list."""
+    return [part.strip() for value in values or [] for part in value.split(",")]
+
+
 @dataclass(frozen=True, slots=True)
 class SignalFilter:
     """Which signals to list; every field optional."""
 
     statuses: list[SignalStatus] | None = None
+    failed: bool = False
+    """Also the signals with a reactor that failed: FAILED awaiting its retry, or DEAD (what
+    ``status=FAILED`` asks for)."""
     signal_type: str | None = None
     aggregate_key: str | None = None
     organisation_id: str | None = None
@@ -45,9 +57,26 @@ class SignalFilter:
     ) -> SignalFilter:
         """A filter from raw values; an unknown status is refused, not ignored (a signal type
         is checked by :func:`check_signal_type`, which needs the database)."""
-        statuses = parse_choices("status", status, SignalStatus, "a signal status")
+        asked = _split(status)
+        failed = any(s.upper() == FAILED for s in asked)
+        statuses = parse_choices(
+            "status",
+            [s for s in asked if s.upper() != FAILED] or None,
+            SignalStatus,
+            "a signal status or FAILED",
+        )
+        if failed and statuses is None:
+            statuses = []
         check_range("created", created_from, created_to)
-        return cls(statuses, signal_type, aggregate_key, organisation_id, created_from, created_to)
+        return cls(
+            statuses,
+            failed,
+            signal_type,
+            aggregate_key,
+            organisation_id,
+            created_from,
+            created_to,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +138,8 @@ async def list_signals(
     async with pool.connection() as conn:
         found = await store.signal_list(
             conn,
-            statuses=[s.value for s in where.statuses] if where.statuses else None,
+            statuses=None if where.statuses is None else [s.value for s in where.statuses],
+            failed=where.failed,
             signal_type=where.signal_type,
             aggregate_key=where.aggregate_key,
             organisation_id=where.organisation_id,
@@ -171,6 +201,28 @@ async def retry(pool: AsyncConnectionPool[Any], store: Store, signal_id: int, ac
     if not row["reset"]:
         raise InvalidInput(
             "signal", signal_id, f"is {row['previous_status']}; only a DEAD signal is retried"
+        )
+    return (await get_signal(pool, store, signal_id)).signal
+
+
+async def retry_delivery(
+    pool: AsyncConnectionPool[Any], store: Store, signal_id: int, reactor: str, actor: str
+) -> Signal:
+    """One reactor's DEAD delivery of a signal run again: the delivery starts afresh and the
+    signal is due now (its other reactors are not run again if they completed)."""
+    async with pool.connection() as conn:
+        row = await store.signal_delivery_retry(
+            conn, signal_id=signal_id, reactor=reactor, actor=actor
+        )
+    if row is None:
+        await get_signal(pool, store, signal_id)  # 404 for an unknown signal
+        raise NotFoundError("delivery", f"{signal_id}/{reactor}")
+    if not row["reset"]:
+        raise InvalidInput(
+            "reactor",
+            reactor,
+            f"has a {row['previous_status']} delivery of signal {signal_id}; only a DEAD one is"
+            " retried (a FAILED one is retried by the processor at its next_retry_at)",
         )
     return (await get_signal(pool, store, signal_id)).signal
 

@@ -105,12 +105,12 @@ class SweepScheduler(SignalService):
 
     async def run(self, reactor: Reactor, *, trigger: str) -> SweepRun:
         """Run ``reactor``'s sweep once, if its guards allow, and record the run."""
+        switches = self.control.reactor(reactor.name)
+        dry_run = switches.dry_run.effective  # reported on a skipped run too
         reason = self.skip_reason(reactor)
         if reason is not None:
             log.info("sweep skipped", extra={"reactor": reactor.name, "reason": reason})
-            return SweepRun(reactor.name, "SKIPPED", reason=reason)
-        switches = self.control.reactor(reactor.name)
-        dry_run = switches.dry_run.effective
+            return SweepRun(reactor.name, "SKIPPED", dry_run, reason=reason)
         async with self.pool.connection() as conn:
             started = await self.store.sweep_run_start(
                 conn,

@@ -122,8 +122,13 @@ RETURNING s.status, s.next_retry_at, d.summary AS dead_reactors;
 
 -- name: signal_list
 -- Admin listing: every filter optional (NULL = not filtering), newest first, keyset pages.
+-- %(failed)s adds the signals with a reactor that failed (FAILED awaiting its retry, or
+-- DEAD) to those of %(statuses)s: the `?status=FAILED` of the admin API.
 SELECT * FROM {schema}.signals
-WHERE (%(statuses)s::text[] IS NULL OR status = ANY(%(statuses)s::text[]))
+WHERE ((%(statuses)s::text[] IS NULL AND NOT %(failed)s)
+       OR status = ANY(%(statuses)s::text[])
+       OR (%(failed)s AND id IN (SELECT signal_id FROM {schema}.signal_reactor_status
+                                 WHERE status IN ('FAILED', 'DEAD'))))
   AND (%(signal_type)s::text IS NULL OR signal_type = %(signal_type)s)
   AND (%(aggregate_key)s::text IS NULL OR aggregate_key = %(aggregate_key)s)
   AND (%(organisation_id)s::text IS NULL OR organisation_id = %(organisation_id)s)
@@ -190,6 +195,35 @@ WITH target AS (
 SELECT t.status AS previous_status, (SELECT id FROM fresher) AS superseded_by,
        EXISTS (SELECT 1 FROM reset) AS reset
 FROM target t;
+
+-- name: signal_delivery_retry
+-- Operator retry of one reactor's DEAD delivery: the delivery row is removed (the reactor
+-- runs again from a fresh count, like a first delivery) and the signal is due now, in
+-- PROCESSING (a PENDING one is left as it is: it will be processed anyway). Its other
+-- deliveries are untouched: completed reactors are not run again.
+WITH target AS (
+    SELECT r.id, r.status, s.status AS signal_status
+    FROM {schema}.signal_reactor_status r JOIN {schema}.signals s ON s.id = r.signal_id
+    WHERE r.signal_id = %(signal_id)s AND r.reactor_name = %(reactor)s
+    FOR UPDATE
+), cleared AS (
+    DELETE FROM {schema}.signal_reactor_status r USING target t
+    WHERE r.id = t.id AND t.status = 'DEAD'
+    RETURNING r.id
+), due AS (
+    UPDATE {schema}.signals s
+    SET status = 'PROCESSING', next_retry_at = now(), processed_at = NULL,
+        error_message = 'reactor ' || %(reactor)s || ' retried by ' || %(actor)s
+    FROM target t
+    WHERE s.id = %(signal_id)s AND t.signal_status <> 'PENDING'
+      AND EXISTS (SELECT 1 FROM cleared)
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, 'signal.delivery_retried', 'signal', %(signal_id)s::text,
+           jsonb_build_object('reactor', %(reactor)s::text)
+    FROM cleared
+)
+SELECT t.status AS previous_status, EXISTS (SELECT 1 FROM cleared) AS reset FROM target t;
 
 -- name: signal_cancel
 -- Operator cancel: a PENDING signal COMPLETED without processing.

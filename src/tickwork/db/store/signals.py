@@ -115,6 +115,7 @@ class SignalStatements(Runner):
         conn: AsyncConn,
         *,
         statuses: Sequence[str] | None,
+        failed: bool,
         signal_type: str | None,
         aggregate_key: str | None,
         organisation_id: str | None,
@@ -124,12 +125,14 @@ class SignalStatements(Runner):
         before_id: int | None,
     ) -> list[Row]:
         """Up to ``limit`` signals matching every filter given (None: not filtering), older
-        than ``before_id`` when given; their ``signals`` rows, newest first."""
+        than ``before_id`` when given; their ``signals`` rows, newest first. ``failed``: the
+        signals with a FAILED or DEAD delivery count as matching the statuses too."""
         return await self._rows(
             conn,
             "signal_list",
             {
                 "statuses": None if statuses is None else list(statuses),
+                "failed": failed,
                 "signal_type": signal_type,
                 "aggregate_key": aggregate_key,
                 "organisation_id": organisation_id,
@@ -170,6 +173,18 @@ class SignalStatements(Runner):
         its type and key; its row ``previous_status, superseded_by, reset``, or None when no
         such signal exists."""
         found = await self._rows(conn, "signal_retry", {"signal_id": signal_id, "actor": actor})
+        return found[0] if found else None
+
+    async def signal_delivery_retry(
+        self, conn: AsyncConn, *, signal_id: int, reactor: str, actor: str
+    ) -> Row | None:
+        """Run one reactor's DEAD delivery of a signal again (the signal due now), audited;
+        the row ``previous_status, reset``, or None when the signal has no such delivery."""
+        found = await self._rows(
+            conn,
+            "signal_delivery_retry",
+            {"signal_id": signal_id, "reactor": reactor, "actor": actor},
+        )
         return found[0] if found else None
 
     async def signal_cancel(self, conn: AsyncConn, *, signal_id: int, actor: str) -> Row | None:
