@@ -215,6 +215,17 @@ class NotLeaderError(TickworkError):
         super().__init__(f"this process does not hold the {role} lease ({where})")
 
 
+class NoLeaseHolderError(TickworkError):
+    """No process holds the leases a switch applies to: nobody runs what it would change."""
+
+    def __init__(self, roles: list[str]) -> None:
+        self.roles = roles
+        super().__init__(
+            f"no process holds {' or '.join(roles)} right now: nothing runs what this switch"
+            " changes (GET /api/admin/signals/leaders); set it again once one does"
+        )
+
+
 class SignalSupersededError(ConflictError):
     """A DEAD signal was not retried: a fresher PENDING signal holds its (type, key)."""
 

@@ -90,6 +90,17 @@ async def env(
     await app.aclose()
 
 
+async def dry_run(runtime: SignalRuntime, reactor: str) -> None:
+    """Override a reactor's dry-run switch as the admin API does (stored for the lease
+    holder, this runtime), and take it up as the next pass would."""
+    both = [Role.SIGNAL_MASTER, Role.SWEEP_MASTER]
+    holders = await signal_admin.set_switch(
+        runtime.pool, runtime.store, f"dry_run:{reactor}", True, both
+    )
+    assert holders == [runtime.leases.holder_id]
+    await runtime.sync_control()
+
+
 def shift(sql: psycopg.Connection[Any], seconds: float, column: str = "process_after") -> None:
     """Move time forward by moving the deadlines back."""
     sql.execute(
@@ -352,7 +363,7 @@ async def test_organisation_scoping_fails_closed(
     assert runs["empty"].outcome == "SKIPPED" and empty.swept == 0  # rule 3
     assert runs["empty"].reason == "organisation-scoped with an empty organisation set"
     assert not runs["empty"].dry_run
-    runtime.control.set_dry_run("empty", True)  # a skipped run still says it would be dry
+    await dry_run(runtime, "empty")  # a skipped run still says it would be dry
     skipped = await runtime.sweeps.run(empty, trigger="manual")
     assert (skipped.outcome, skipped.dry_run) == ("SKIPPED", True)
 
@@ -364,7 +375,7 @@ async def test_dry_run_rolls_back_and_is_recorded(
     a = Recorder("a", {"ORDER_PAID"})
     a.app = app
     app.add_reactor(a)
-    runtime.control.set_dry_run("a", True)
+    await dry_run(runtime, "a")
     app.signals.emit("ORDER_PAID", aggregate_key="order:2")
     shift(sql, 3600)
     await runtime.processor.run_once()

@@ -25,6 +25,7 @@ from tickwork.errors import (
     JobNotFoundError,
     JobStateError,
     LoginThrottled,
+    NoLeaseHolderError,
     NotFoundError,
     NotLeaderError,
     PermissionDenied,
@@ -52,6 +53,7 @@ STATUS: list[tuple[type[Exception], int, str]] = [
     (JobNotFoundError, 404, "Not found"),
     (NotFoundError, 404, "Not found"),
     (NotLeaderError, 409, "Ask the lease holder"),
+    (NoLeaseHolderError, 503, "No lease holder"),
     (JobStateError, 409, "Conflict with the current state"),
     (ConflictError, 409, "Conflict with the current state"),
     (EnqueueError, 400, "Invalid input"),
@@ -86,6 +88,8 @@ def _extensions(exc: TickworkError) -> dict[str, Any]:
         return {"supersededByPendingId": exc.superseded_by}
     if isinstance(exc, NotLeaderError):
         return {"lease": exc.role, "holder": exc.holder}
+    if isinstance(exc, NoLeaseHolderError):
+        return {"leases": exc.roles, "holder": None}
     return {}
 
 
@@ -97,6 +101,8 @@ def _for(exc: TickworkError) -> JSONResponse:
                 headers["WWW-Authenticate"] = "Bearer"
             if isinstance(exc, LoginThrottled):
                 headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+            if isinstance(exc, NoLeaseHolderError):
+                headers["Retry-After"] = str(RETRY_AFTER_UNAVAILABLE)
             if isinstance(exc, DatabaseUnavailable):
                 log.warning("database unavailable in a request", extra={"error": str(exc)})
                 headers["Retry-After"] = str(RETRY_AFTER_UNAVAILABLE)

@@ -20,9 +20,10 @@ from tickwork.auth import Principal
 from tickwork.config import MAX_SECONDS
 from tickwork.errors import NotFoundError, NotLeaderError
 from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE
-from tickwork.services.leases import Role
+from tickwork.services.leases import Role, holder_of
 from tickwork.services.leases import leaders as all_leaders
 from tickwork.signals import admin
+from tickwork.signals.control import PROCESSOR, SWEEPS, RuntimeControl, reactor_switch
 from tickwork.signals.publisher import MAX_ENTITY_LENGTH
 from tickwork.signals.records import Delivery, Signal
 from tickwork.signals.runtime import SignalRuntime
@@ -35,6 +36,10 @@ Caller = Annotated[Principal, Depends(caller)]
 # The shared 409's problem+json content, with a description of what this 409 means.
 NOT_LEADER: dict[int | str, dict[str, Any]] = {
     409: RESPONSES[409] | {"description": "This process does not hold the lease (see /leaders)"}
+}
+NO_HOLDER: dict[int | str, dict[str, Any]] = {
+    503: RESPONSES[503]
+    | {"description": "No process holds the lease the switch applies to (see /leaders)"}
 }
 SUPERSEDED: dict[int | str, dict[str, Any]] = {
     409: RESPONSES[409] | {"description": "A fresher PENDING signal holds the same type and key"}
@@ -144,12 +149,6 @@ class StatusOut(Out):
     reactors: int
 
 
-def _runtime(svc: Services) -> SignalRuntime:
-    if svc.signals is None:
-        raise NotLeaderError(Role.SIGNAL_MASTER, None)
-    return svc.signals
-
-
 def _bool(t: Any) -> TieredBool:
     return TieredBool(config=t.config, override=t.override, effective=t.effective)
 
@@ -160,11 +159,6 @@ def _set(t: Any) -> TieredSet:
         override=None if t.override is None else sorted(t.override),
         effective=sorted(t.effective),
     )
-
-
-def _known(svc: Services, name: str) -> None:
-    if svc.app.reactors.get(name) is None:
-        raise NotFoundError("reactor", name)
 
 
 @router.get("", response_model=SignalPage)
@@ -219,14 +213,50 @@ async def stuck(
     return await admin.stuck(svc.pool, svc.store, threshold, limit)
 
 
+async def _held(svc: Services, lease: str) -> admin.HeldControl:
+    """The switches of the process holding ``lease``, as it published them."""
+    runtime = svc.signals
+    local = runtime.control if runtime else RuntimeControl(svc.app.settings.signals)
+    here = runtime.leases.holder_id if runtime else None
+    return await admin.held_control(svc.pool, svc.store, lease, local, svc.app.reactors, here=here)
+
+
+async def _known(svc: Services, name: str) -> None:
+    """404 unless ``name`` is a reactor of the SIGNAL_MASTER holder (or of this process)."""
+    if svc.app.reactors.get(name) is not None:
+        return
+    held = await _held(svc, Role.SIGNAL_MASTER)
+    if all(r["name"] != name for r in held.reactors):
+        raise NotFoundError("reactor", name)
+
+
+async def _require(svc: Services, role: str) -> SignalRuntime:
+    """This process's signal runtime, when it holds ``role``; else 409 naming the holder."""
+    if svc.signals is None:
+        raise NotLeaderError(role, await holder_of(svc.pool, svc.store, role))
+    await svc.signals.require(role)
+    return svc.signals
+
+
+async def _switch(svc: Services, switch: str, value: Any, leases: list[str]) -> Response:
+    """Store an override for the holders of ``leases`` (503 when nobody holds them); this
+    process, when it is one of them, applies it before answering."""
+    holders = await admin.set_switch(svc.pool, svc.store, switch, value, leases)
+    if svc.signals is not None and svc.signals.leases.holder_id in holders:
+        await svc.signals.sync_control()
+    return Response(status_code=204)
+
+
+BOTH: list[str] = [Role.SIGNAL_MASTER, Role.SWEEP_MASTER]
+"""A reactor's switches apply to the processor and the sweeps: to the holders of both."""
+
+
 @router.get("/reactors", response_model=list[ReactorOut])
 async def reactors(svc: Svc) -> list[ReactorOut]:
-    """Every registered reactor: handled types, sweep cron, last sweep, and the config,
-    runtime and effective enabled flag, dry-run flag and organisation set."""
-    runtime = _runtime(svc)
-    views = await admin.reactors_view(
-        svc.pool, svc.store, svc.app.reactors, runtime.control, runtime.sweeps
-    )
+    """The SIGNAL_MASTER holder's reactors (answered by any process): handled types, sweep
+    cron, last sweep, and the config, runtime and effective enabled flag, dry-run flag and
+    organisation set."""
+    views = await admin.reactors_view(svc.pool, svc.store, await _held(svc, Role.SIGNAL_MASTER))
     return [
         ReactorOut(
             name=v.name,
@@ -242,79 +272,71 @@ async def reactors(svc: Svc) -> list[ReactorOut]:
     ]
 
 
-@router.put("/reactors/{name}/enabled", status_code=204)
+@router.put("/reactors/{name}/enabled", status_code=204, responses=NO_HOLDER)
 async def set_enabled(name: str, body: SwitchIn, svc: Svc) -> Response:
-    """Runtime toggle of one reactor (this process only, lost on restart)."""
-    _known(svc, name)
-    _runtime(svc).control.set_enabled(name, body.enabled)
-    return Response(status_code=204)
+    """Runtime toggle of one reactor, sent from any process to the lease holders (it lasts
+    as long as they hold the leases: a restart or a new holder drops it)."""
+    await _known(svc, name)
+    return await _switch(svc, reactor_switch("enabled", name), body.enabled, BOTH)
 
 
-@router.put("/reactors/{name}/dry-run", status_code=204, responses=NOT_LEADER)
+@router.put("/reactors/{name}/dry-run", status_code=204, responses=NOT_LEADER | NO_HOLDER)
 async def set_dry_run(name: str, body: DryRunIn, svc: Svc) -> Response:
     """Runtime dry-run toggle (409 unless this process holds SIGNAL_MASTER)."""
-    _known(svc, name)
-    runtime = _runtime(svc)
-    await runtime.require(Role.SIGNAL_MASTER)
-    runtime.control.set_dry_run(name, body.dry_run)
-    return Response(status_code=204)
+    await _known(svc, name)
+    await _require(svc, Role.SIGNAL_MASTER)
+    return await _switch(svc, reactor_switch("dry_run", name), body.dry_run, BOTH)
 
 
-@router.put("/reactors/{name}/organisations", status_code=204, responses=NOT_LEADER)
+@router.put("/reactors/{name}/organisations", status_code=204, responses=NOT_LEADER | NO_HOLDER)
 async def set_organisations(name: str, body: OrganisationsIn, svc: Svc) -> Response:
     """Runtime override of the tenants one reactor may act for; an empty list pins it to
     none (409 unless this process holds SIGNAL_MASTER)."""
-    _known(svc, name)
-    runtime = _runtime(svc)
-    await runtime.require(Role.SIGNAL_MASTER)
-    chosen = None if body.organisations is None else frozenset(map(str, body.organisations))
-    runtime.control.set_organisations(name, chosen)
-    return Response(status_code=204)
+    await _known(svc, name)
+    await _require(svc, Role.SIGNAL_MASTER)
+    chosen = None if body.organisations is None else sorted(set(map(str, body.organisations)))
+    return await _switch(svc, reactor_switch("organisations", name), chosen, BOTH)
 
 
 @router.post("/reactors/{name}/sweep", response_model=SweepOut, responses=NOT_LEADER)
 async def sweep(name: str, svc: Svc) -> Any:
     """Run one reactor's sweep now: bypasses its schedule, not the SWEEP_MASTER lease."""
-    _known(svc, name)
-    runtime = _runtime(svc)
-    await runtime.require(Role.SWEEP_MASTER)
+    await _known(svc, name)
+    runtime = await _require(svc, Role.SWEEP_MASTER)
     return await runtime.sweeps.trigger(name)
 
 
-@router.put("/processor/enabled", status_code=204)
+@router.put("/processor/enabled", status_code=204, responses=NO_HOLDER)
 async def set_processor(body: SwitchIn, svc: Svc) -> Response:
-    """Framework-level toggle of the signal processor (this process)."""
-    _runtime(svc).control.set_processor(body.enabled)
-    return Response(status_code=204)
+    """Framework-level toggle of the signal processor, sent to the SIGNAL_MASTER holder."""
+    return await _switch(svc, PROCESSOR, body.enabled, [str(Role.SIGNAL_MASTER)])
 
 
-@router.put("/sweeps/enabled", status_code=204)
+@router.put("/sweeps/enabled", status_code=204, responses=NO_HOLDER)
 async def set_sweeps(body: SwitchIn, svc: Svc) -> Response:
-    """Framework-level toggle of the sweeps (this process)."""
-    _runtime(svc).control.set_sweeps(body.enabled)
-    return Response(status_code=204)
+    """Framework-level toggle of the sweeps, sent to the SWEEP_MASTER holder."""
+    return await _switch(svc, SWEEPS, body.enabled, [str(Role.SWEEP_MASTER)])
 
 
 @router.get("/status", response_model=StatusOut)
 async def status(svc: Svc) -> StatusOut:
-    """The whole framework: switches, the leases this process holds, counts by status."""
+    """The whole framework (answered by any process): the processor's switch as the
+    SIGNAL_MASTER holder has it, the sweeps' as the SWEEP_MASTER holder has it, the leases
+    this process holds, counts by status."""
     counts: dict[str, int] = {}
     for row in await admin.stats(svc.pool, svc.store):
         counts[row.status.value] = counts.get(row.status.value, 0) + row.count
     runtime = svc.signals
-    settings = svc.app.settings.signals
+    signal_master = await _held(svc, Role.SIGNAL_MASTER)
+    sweep_master = await _held(svc, Role.SWEEP_MASTER)
     return StatusOut(
-        enabled=settings.enabled,
-        processor=_bool(runtime.control.processor())
-        if runtime
-        else TieredBool(config=settings.processor.enabled, override=None, effective=False),
-        sweeps=_bool(runtime.control.sweeps())
-        if runtime
-        else TieredBool(config=settings.sweeps_enabled, override=None, effective=False),
+        enabled=svc.app.settings.signals.enabled,
+        processor=_bool(signal_master.switches.processor()),
+        sweeps=_bool(sweep_master.switches.sweeps()),
         holder_id=runtime.leases.holder_id if runtime else None,
         holds=sorted(runtime.leases.held) if runtime else [],
         counts=counts,
-        reactors=len(svc.app.reactors),
+        reactors=len(signal_master.reactors),
     )
 
 

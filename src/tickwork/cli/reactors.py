@@ -27,7 +27,9 @@ from tickwork.cli.common import (
     run_with_pool,
     utc_time,
 )
+from tickwork.services.leases import Role
 from tickwork.signals import admin
+from tickwork.signals.control import RuntimeControl
 
 if TYPE_CHECKING:
     import httpx
@@ -114,13 +116,13 @@ def _configured(view: admin.ReactorView) -> ConfiguredReactorOut:
 
 
 async def _reactor_views(the_app: App, pool: AsyncConnectionPool[Any]) -> list[admin.ReactorView]:
-
-    # Never run: its control holds no override, so the switches it reports are the
-    # configuration's, and its sweep scheduler resolves each effective sweep cron.
-    runtime = the_app.signal_runtime(pool)
-    return await admin.reactors_view(
-        pool, the_app.db.store, the_app.reactors, runtime.control, runtime.sweeps
+    # the SIGNAL_MASTER holder's reactors and configuration, as it published them (this
+    # app's own when nobody holds the lease)
+    local = RuntimeControl(the_app.settings.signals)
+    held = await admin.held_control(
+        pool, the_app.db.store, Role.SIGNAL_MASTER, local, the_app.reactors
     )
+    return await admin.reactors_view(pool, the_app.db.store, held)
 
 
 def _yes(value: bool) -> str:

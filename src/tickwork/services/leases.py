@@ -63,6 +63,14 @@ async def leaders(pool: AsyncConnectionPool[Any], store: Store) -> list[Leader]:
         return await store.lease_list(conn)
 
 
+async def holder_of(pool: AsyncConnectionPool[Any], store: Store, role: str) -> str | None:
+    """Who holds ``role`` now, per the database (None: nobody)."""
+    for found in await leaders(pool, store):
+        if found.name == role and found.live:
+            return found.holder
+    return None
+
+
 def new_holder_id() -> str:
     """``host:start-time:random`` — unique per process life."""
     started = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")

@@ -3,23 +3,25 @@ signals, retry and cancel, and the reactors with their switches (for the admin A
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.driver_errors import DuplicateKey
 from tickwork.db.store import Store
-from tickwork.errors import InvalidInput, NotFoundError, SignalSupersededError
+from tickwork.errors import (
+    InvalidInput,
+    NoLeaseHolderError,
+    NotFoundError,
+    SignalSupersededError,
+)
 from tickwork.queue.admin import DEFAULT_PAGE, Page, check_limit, check_range, parse_choices
-from tickwork.signals.control import RuntimeControl, Tiered
+from tickwork.signals.control import PublishedControl, RuntimeControl, Switches, Tiered
 from tickwork.signals.reactor import Reactors
 from tickwork.signals.records import Delivery, Signal, SignalStatus
-
-if TYPE_CHECKING:
-    from tickwork.signals.sweeps import SweepScheduler
-
 
 FAILED = "FAILED"
 """A status filter that is no signal status: a signal with a reactor that failed."""
@@ -244,28 +246,80 @@ async def cancel(
     return (await get_signal(pool, store, signal_id)).signal
 
 
-async def reactors_view(
+@dataclass(frozen=True, slots=True)
+class HeldControl:
+    """The switches of the process holding one signal lease, as every process shows them:
+    its configuration, the overrides stored for it and the reactors it runs. When nobody
+    holds the lease: this process's configuration, no override (none would apply)."""
+
+    holder: str | None
+    switches: Switches
+    reactors: list[dict[str, Any]]
+
+
+async def held_control(
     pool: AsyncConnectionPool[Any],
     store: Store,
+    lease: str,
+    local: RuntimeControl,
     reactors: Reactors,
-    control: RuntimeControl,
-    sweeps: SweepScheduler,
+    *,
+    here: str | None = None,
+) -> HeldControl:
+    """:class:`HeldControl` of ``lease``. ``here``: this process's holder id, when it runs
+    the signal services (its own switches are read in memory when it is the holder)."""
+    mine = local.published(reactors.describe(local.settings))
+    async with pool.connection() as conn:
+        found = await store.signal_control_of_lease(conn, lease=lease)
+    if found is None:
+        return HeldControl(None, PublishedControl("", mine, {}), mine["reactors"])
+    holder: str = found["holder"]
+    if holder == here:
+        return HeldControl(holder, local, mine["reactors"])
+    published = found["config"] if found["config"] is not None else mine  # not yet published
+    return HeldControl(
+        holder, PublishedControl(holder, published, found["overrides"]), published["reactors"]
+    )
+
+
+async def set_switch(
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    switch: str,
+    value: Any,
+    leases: list[str],
+) -> list[str]:
+    """Set (or with ``value`` None drop) a switch's override for the processes holding
+    ``leases`` now; their holder ids. Raises :class:`NoLeaseHolderError` when nobody holds
+    them: nothing would apply it."""
+    async with pool.connection() as conn:
+        holders = await store.signal_override_set(
+            conn, switch=switch, value=None if value is None else json.dumps(value), leases=leases
+        )
+    if not holders:
+        raise NoLeaseHolderError(leases)
+    return holders
+
+
+async def reactors_view(
+    pool: AsyncConnectionPool[Any], store: Store, held: HeldControl
 ) -> list[ReactorView]:
-    """Every registered reactor: handled types, sweep cron, last sweep, and the config,
-    runtime and effective values of enabled, dry-run and the organisation set."""
+    """Every reactor of the SIGNAL_MASTER holder (``held``): handled types, sweep cron, last
+    sweep, and the config, runtime and effective values of enabled, dry-run and the
+    organisation set."""
     async with pool.connection() as conn:
         last = {r["reactor_name"]: r for r in await store.sweep_run_latest(conn)}
     views = []
-    for reactor in reactors:
-        switches = control.reactor(reactor.name)
-        cron = sweeps.cron(reactor)
-        run = last.get(reactor.name)
+    for reactor in held.reactors:
+        name = reactor["name"]
+        switches = held.switches.reactor(name)
+        run = last.get(name)
         views.append(
             ReactorView(
-                name=reactor.name,
-                handles=sorted(reactor.handles),
-                sweep_cron=cron.expression if cron else None,
-                organisation_scoped=reactor.organisation_scoped,
+                name=name,
+                handles=list(reactor["handles"]),
+                sweep_cron=reactor["sweep_cron"],
+                organisation_scoped=reactor["organisation_scoped"],
                 enabled=switches.enabled,
                 dry_run=switches.dry_run,
                 organisations=switches.organisations,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,7 +10,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import SignalSettings
 from tickwork.db.store import Store
-from tickwork.services.leases import LeaseManager
+from tickwork.services.leases import LeaseManager, Role
 from tickwork.signals.control import RuntimeControl
 from tickwork.signals.reactor import Reactors
 
@@ -25,3 +26,20 @@ class SignalService:
     reactors: Reactors
     control: RuntimeControl
     leases: LeaseManager
+
+    async def sync_control(self) -> None:
+        """While this process holds a signal lease: publish its configuration for the other
+        processes (when it changed) and take the overrides stored for its holder id. A
+        process that holds neither lease applies no override."""
+        if not (self.leases.holds(Role.SIGNAL_MASTER) or self.leases.holds(Role.SWEEP_MASTER)):
+            self.control.load({})
+            return
+        holder = self.leases.holder_id
+        published = json.dumps(
+            self.control.published(self.reactors.describe(self.settings)), sort_keys=True
+        )
+        async with self.pool.connection() as conn:
+            if self.control.published_as != (holder, published):
+                await self.store.signal_config_publish(conn, holder=holder, config=published)
+                self.control.published_as = (holder, published)
+            self.control.load(await self.store.signal_overrides_of(conn, holder=holder))

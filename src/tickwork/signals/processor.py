@@ -83,6 +83,7 @@ class SignalProcessor(SignalService):
 
     async def run_once(self) -> ProcessResult | None:
         """One pass over up to ``batch_size`` ready signals."""
+        await self.sync_control()
         if not self.active():
             return None
         async with self.pool.connection() as conn:

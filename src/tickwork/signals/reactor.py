@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from typing import Any
 
+from tickwork.config import SignalSettings
 from tickwork.errors import ReactorDefinitionError
 from tickwork.schedule.cron import CronSchedule
 from tickwork.signals.records import ReactorContext, Signal
@@ -100,3 +102,18 @@ class Reactors:
 
     def names(self) -> Iterable[str]:
         return sorted(self._by_name)
+
+    def describe(self, settings: SignalSettings) -> list[dict[str, Any]]:
+        """Each reactor as the admin API shows it (and a lease holder publishes it): name,
+        handled types, effective sweep cron (the configuration's over the code's), whether
+        it is organisation-scoped, and whether it has a sweep at all."""
+        return [
+            {
+                "name": r.name,
+                "handles": sorted(r.handles),
+                "sweep_cron": settings.reactor(r.name).sweep_cron or r.sweep_cron,
+                "organisation_scoped": r.organisation_scoped,
+                "sweeps": type(r).sweep is not Reactor.sweep,
+            }
+            for r in self
+        ]

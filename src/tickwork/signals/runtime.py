@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 from tickwork.config import SignalSettings
 from tickwork.db.store import Store
 from tickwork.errors import NotLeaderError
-from tickwork.services.leases import LeaseManager, Role
+from tickwork.services.leases import LeaseManager, Role, holder_of
 from tickwork.services.periodic import run_periodically
 from tickwork.signals.control import RuntimeControl
 from tickwork.signals.processor import SignalProcessor
@@ -54,20 +54,17 @@ class SignalRuntime:
         self.processor = SignalProcessor(*args)
         self.sweeps = SweepScheduler(*args)
 
-    async def holder(self, role: str) -> str | None:
-        """Who holds ``role`` now, per the database."""
-        async with self.pool.connection() as conn:
-            for found in await self.store.lease_list(conn):
-                if found.name == role and found.live:
-                    return found.holder
-        return None
-
     async def require(self, role: str) -> None:
         """Raise :class:`NotLeaderError` (naming the holder) unless this process holds
         ``role``: a setter read only by the lease holder would otherwise change nothing
         while reporting success."""
         if not self.leases.holds(role):
-            raise NotLeaderError(role, await self.holder(role))
+            raise NotLeaderError(role, await holder_of(self.pool, self.store, role))
+
+    async def sync_control(self) -> None:
+        """Take the overrides stored for this process now (and publish its configuration),
+        as each pass of the processor and the sweeps does."""
+        await self.processor.sync_control()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Process signals and run due sweeps until ``stop`` (and heartbeat the leases,

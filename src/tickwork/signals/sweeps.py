@@ -61,6 +61,7 @@ class SweepScheduler(SignalService):
 
     async def run_once(self) -> list[SweepRun]:
         """Run every sweep whose fire time has come (database clock)."""
+        await self.sync_control()
         if not self.active():
             self._next.clear()  # a new holder starts from its own now
             return []
@@ -87,6 +88,7 @@ class SweepScheduler(SignalService):
             raise NotFoundError("reactor", name)
         if not self.leases.holds(Role.SWEEP_MASTER):
             raise NotLeaderError(Role.SWEEP_MASTER, None)
+        await self.sync_control()  # the overrides as stored now
         return await self.run(reactor, trigger="manual")
 
     def skip_reason(self, reactor: Reactor) -> str | None:

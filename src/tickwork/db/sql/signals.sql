@@ -271,3 +271,50 @@ RETURNING *;
 SELECT DISTINCT ON (reactor_name) *
 FROM {schema}.sweep_runs
 ORDER BY reactor_name, id DESC;
+
+-- name: signal_override_set
+-- Set (%(value)s JSON) or drop (NULL) the override %(switch)s for every process that holds
+-- one of %(leases)s now; those holders' ids (none: nobody holds them, nothing was stored).
+-- The overrides of holders that hold no live lease any more are deleted on the way.
+WITH holders AS (
+    SELECT DISTINCT holder FROM {schema}.leases
+    WHERE name = ANY(%(leases)s::text[]) AND expires_at > now()
+), stale AS (
+    DELETE FROM {schema}.signal_overrides o
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.leases l
+                      WHERE l.holder = o.holder AND l.expires_at > now())
+), dropped AS (
+    DELETE FROM {schema}.signal_overrides o USING holders h
+    WHERE %(value)s::jsonb IS NULL AND o.holder = h.holder AND o.switch = %(switch)s
+), stored AS (
+    INSERT INTO {schema}.signal_overrides (holder, switch, value)
+    SELECT holder, %(switch)s, %(value)s::jsonb FROM holders WHERE %(value)s::jsonb IS NOT NULL
+    ON CONFLICT (holder, switch) DO UPDATE SET value = EXCLUDED.value, set_at = now()
+)
+SELECT coalesce(array_agg(holder ORDER BY holder), '{}') AS holders FROM holders;
+
+-- name: signal_overrides_of
+-- The overrides set for one holder: rows switch, value.
+SELECT switch, value FROM {schema}.signal_overrides WHERE holder = %(holder)s ORDER BY switch;
+
+-- name: signal_config_publish
+-- A holder's configuration (its switches and reactors, JSON), for the other processes to
+-- show; the configurations of holders that hold no live lease any more are deleted.
+WITH stale AS (
+    DELETE FROM {schema}.signal_holder_config c
+    WHERE c.holder <> %(holder)s
+      AND NOT EXISTS (SELECT 1 FROM {schema}.leases l
+                      WHERE l.holder = c.holder AND l.expires_at > now())
+)
+INSERT INTO {schema}.signal_holder_config (holder, config) VALUES (%(holder)s, %(config)s)
+ON CONFLICT (holder) DO UPDATE SET config = EXCLUDED.config, published_at = now();
+
+-- name: signal_control_of_lease
+-- The live holder of lease %(lease)s, its published configuration and its overrides (an
+-- object switch -> value); no row when nobody holds it.
+SELECT l.holder, c.config,
+       coalesce((SELECT jsonb_object_agg(o.switch, o.value) FROM {schema}.signal_overrides o
+                 WHERE o.holder = l.holder), '{}'::jsonb) AS overrides
+FROM {schema}.leases l
+LEFT JOIN {schema}.signal_holder_config c ON c.holder = l.holder
+WHERE l.name = %(lease)s AND l.expires_at > now();

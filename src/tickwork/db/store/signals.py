@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
 
@@ -223,3 +224,30 @@ class SignalStatements(Runner):
     async def sweep_run_latest(self, conn: AsyncConn) -> list[Row]:
         """The ``sweep_runs`` row of each reactor's last sweep."""
         return await self._rows(conn, "sweep_run_latest", {})
+
+    async def signal_override_set(
+        self, conn: AsyncConn, *, switch: str, value: str | None, leases: Sequence[str]
+    ) -> list[str]:
+        """Set (``value``: JSON text) or drop (None) an override for every live holder of one
+        of ``leases``; their holder ids (empty: none holds them, nothing was stored)."""
+        found = await self._rows(
+            conn,
+            "signal_override_set",
+            {"switch": switch, "value": value, "leases": list(leases)},
+        )
+        return list(found[0]["holders"])
+
+    async def signal_overrides_of(self, conn: AsyncConn, *, holder: str) -> dict[str, Any]:
+        """The overrides set for ``holder``: switch -> value."""
+        found = await self._rows(conn, "signal_overrides_of", {"holder": holder})
+        return {r["switch"]: r["value"] for r in found}
+
+    async def signal_config_publish(self, conn: AsyncConn, *, holder: str, config: str) -> None:
+        """Publish a holder's configuration (JSON text) for the other processes."""
+        await self._rows(conn, "signal_config_publish", {"holder": holder, "config": config})
+
+    async def signal_control_of_lease(self, conn: AsyncConn, *, lease: str) -> Row | None:
+        """The live holder of ``lease`` with its published ``config`` (None if not yet
+        published) and its ``overrides``; None when nobody holds it."""
+        found = await self._rows(conn, "signal_control_of_lease", {"lease": lease})
+        return found[0] if found else None
