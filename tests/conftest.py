@@ -39,6 +39,8 @@ TABLES = (
     "signals",
     "signal_reactor_status",
     "sweep_runs",
+    "signal_overrides",
+    "signal_holder_config",
 )
 
 

@@ -267,16 +267,17 @@ async def held_control(
     here: str | None = None,
 ) -> HeldControl:
     """:class:`HeldControl` of ``lease``. ``here``: this process's holder id, when it runs
-    the signal services (its own switches are read in memory when it is the holder)."""
+    the signal services."""
     mine = local.published(reactors.describe(local.settings))
     async with pool.connection() as conn:
         found = await store.signal_control_of_lease(conn, lease=lease)
     if found is None:
         return HeldControl(None, PublishedControl("", mine, {}), mine["reactors"])
     holder: str = found["holder"]
-    if holder == here:
-        return HeldControl(holder, local, mine["reactors"])
-    published = found["config"] if found["config"] is not None else mine  # not yet published
+    # the overrides as stored (what the holder applies on its next pass, or has applied);
+    # the configuration as the holder published it (this process's own, when it is the
+    # holder or the holder has not published yet)
+    published = mine if holder == here or found["config"] is None else found["config"]
     return HeldControl(
         holder, PublishedControl(holder, published, found["overrides"]), published["reactors"]
     )
