@@ -504,6 +504,11 @@ class App:
         """The audit trail of one job, oldest first."""
         return self._call(queue_admin.job_audit, job_id)
 
+    def timeline(self, job_id: int) -> list[queue_admin.TimelineEntry]:
+        """The job's life in time order, with who did each: created, each attempt claimed
+        and ended, and its audit trail (operators' actions, reclaims, a dead letter)."""
+        return self._call(queue_admin.job_timeline, job_id)
+
     def cancel(self, job_id: int, *, actor: str = DEFAULT_CREATED_BY) -> Job:
         """Cancel a PENDING or FAILED job at once; for a RUNNING job, request the cancel.
 

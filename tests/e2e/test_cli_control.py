@@ -156,9 +156,13 @@ async def test_jobs_list_show_retry_cancel(db_env: dict[str, str], app: App) -> 
     assert attempt["state"] == "FAILED" and attempt["error"]["type"] == "RuntimeError"
     assert attempt["worker_id"] == str(worker.id)
     assert attempt["lease_expires_at"] and attempt["finished_at"]
+    assert [t["event"] for t in shown["timeline"]] == [
+        "job.created", "attempt.claimed", "attempt.failed", "job.dead_lettered",
+    ]  # fmt: skip
     readable = await run(db_env, "jobs", "show", str(dead.id))
     assert readable.returncode == 0, readable.stderr
     assert str(worker.id) in readable.stdout and "RuntimeError: boom" in readable.stdout
+    assert "timeline" in readable.stdout and "job.dead_lettered" in readable.stdout
     missing = failed(await run(db_env, "jobs", "show", "999999"))
     assert "job 999999 does not exist" in missing
 

@@ -153,6 +153,15 @@ async def test_enqueue_list_detail_cancel_retry(api: Api) -> None:
     detail = (await api.client.get(f"/api/jobs/{job['id']}", headers=viewer)).json()
     assert detail["state"] == "SUCCEEDED" and detail["result"] == "yo"
     assert [e["state"] for e in detail["executions"]] == ["SUCCEEDED"]
+    timeline = (await api.client.get(f"/api/jobs/{job['id']}/timeline", headers=viewer)).json()
+    worker = f"worker:{detail['executions'][0]['worker_id']}"
+    assert [(t["event"], t["actor"], t["attempt"]) for t in timeline] == [
+        ("job.created", f"user:{email(Role.OPERATOR)}", None),  # with its audit event, at once
+        ("job.enqueued", f"user:{email(Role.OPERATOR)}", None),
+        ("attempt.claimed", worker, 1),
+        ("attempt.succeeded", worker, 1),
+    ]
+    problem(await api.client.get("/api/jobs/987654321/timeline", headers=viewer), 404)
 
     conflict = problem(await api.client.post(f"/api/jobs/{job['id']}/retry", headers=operator), 409)
     assert "SUCCEEDED" in conflict["detail"]

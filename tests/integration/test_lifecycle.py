@@ -145,6 +145,26 @@ async def test_exhausted_attempts_dead_letter_and_manual_retry_keeps_history(app
     assert events[2][0] == "job.dead_lettered"
     assert app.audit_events(job.id)[1].metadata["from"] == "DEAD_LETTER"
 
+    # the timeline merges the attempts' transitions with the audit trail, in time order
+    timeline = app.timeline(job.id)
+    worker_actor = f"worker:{app.list_executions(job.id)[0].worker_id}"
+    assert [(t.event, t.actor, t.attempt) for t in timeline] == [
+        ("job.created", "app", None),
+        ("attempt.claimed", worker_actor, 1),
+        ("attempt.failed", worker_actor, 1),
+        ("attempt.claimed", worker_actor, 2),
+        ("attempt.failed", worker_actor, 2),
+        ("job.dead_lettered", worker_actor, None),
+        ("job.retried", "user:ops@example.com", None),
+        ("attempt.claimed", worker_actor, 3),
+        ("attempt.failed", worker_actor, 3),
+        ("job.dead_lettered", worker_actor, None),
+    ]
+    assert [t.at for t in timeline] == sorted(t.at for t in timeline)
+    assert timeline[2].detail == {"error": "ValueError: order 7 is broken"}
+    assert timeline[6].detail == {"from": "DEAD_LETTER", "max_attempts": 3}
+    assert await admin.job_timeline(await app.db.async_pool(), app.db.store, job.id) == timeline
+
 
 async def test_pending_job_cancels_at_once(app: App) -> None:
     @app.task

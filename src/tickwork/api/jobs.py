@@ -138,6 +138,14 @@ async def get_job(job_id: IdPath, svc: Svc) -> dict[str, object]:
     return JobOut.model_validate(servable(job)).model_dump() | {"executions": executions}
 
 
+@router.get("/api/jobs/{job_id}/timeline", response_model=list[admin.TimelineEntry], tags=["jobs"])
+async def timeline(job_id: IdPath, svc: Svc) -> list[admin.TimelineEntry]:
+    """The job's life in time order, with actors: created, each attempt claimed and ended
+    (from its executions), and its audit trail (operators' actions, reclaims, a dead
+    letter)."""
+    return await admin.job_timeline(svc.pool, svc.store, job_id)
+
+
 async def _act(svc: Services, operation: str, job_id: int, who: Principal) -> object:
     return servable(await admin.change_job(svc.pool, svc.store, operation, job_id, who.actor))
 

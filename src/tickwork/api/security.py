@@ -48,6 +48,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/jobs"): VIEWER,
     ("POST", "/api/jobs"): OPERATOR,
     ("GET", "/api/jobs/{job_id}"): VIEWER,
+    ("GET", "/api/jobs/{job_id}/timeline"): VIEWER,
     ("POST", "/api/jobs/{job_id}/retry"): OPERATOR,
     ("POST", "/api/jobs/{job_id}/cancel"): OPERATOR,
     ("POST", "/api/jobs/bulk/retry"): OPERATOR,

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from psycopg_pool import AsyncConnectionPool
+from pydantic import TypeAdapter
 
 from tickwork import logs
 from tickwork.app import App
@@ -32,6 +33,7 @@ from tickwork.cli.common import (
 from tickwork.errors import ConfigError, UnknownTaskError
 from tickwork.ops.audit import audit_append
 from tickwork.queue import admin
+from tickwork.queue.admin import TimelineEntry
 from tickwork.queue.enqueue import JobSpec
 from tickwork.queue.rows import summarised
 from tickwork.types import ErrorInfo, Job, Progress
@@ -118,16 +120,21 @@ def _progress(progress: Progress | None) -> str:
 
 @jobs_cli.command("show")
 def jobs_show(job_id: JobId, as_json: JsonOption = False, app: AppOption = None) -> None:
-    """One job with every attempt: worker, lease, timings, error."""
+    """One job with every attempt (worker, lease, timings, error) and its timeline: created,
+    claims and outcomes, operators' actions, its end, with who did each."""
     from tickwork.api.schemas import JobDetailOut, JobOut
 
     logs.configure("ERROR")
     with load_app(app) as the_app:
         job = the_app.get_job(job_id)
         executions = the_app.list_executions(job_id)
+        events = the_app.timeline(job_id)
     if as_json:
         detail = JobOut.model_validate(job).model_dump() | {"executions": executions}
-        print_json(JobDetailOut.model_validate(detail).model_dump(mode="json"))
+        shown = JobDetailOut.model_validate(detail).model_dump(mode="json")
+        print_json(
+            shown | {"timeline": TypeAdapter(list[TimelineEntry]).dump_python(events, mode="json")}
+        )
         return
     fields = {
         "state": job.state.value,
@@ -166,6 +173,20 @@ def jobs_show(job_id: JobId, as_json: JsonOption = False, app: AppOption = None)
                 _error(e.error),
             )
             for e in executions
+        ),
+    )
+    print_table(
+        "timeline",
+        ("at (UTC)", "event", "actor", "#", "detail"),
+        (
+            (
+                utc_time(e.at),
+                e.event,
+                e.actor,
+                "-" if e.attempt is None else str(e.attempt),
+                ", ".join(f"{k}: {v}" for k, v in e.detail.items()) or "-",
+            )
+            for e in events
         ),
     )
     if job.error and job.error.traceback:

@@ -350,6 +350,67 @@ async def get_job(pool: AsyncConnectionPool[Any], store: Store, job_id: int) -> 
     return decode.job(found)
 
 
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    """One moment of a job's life: its creation, an attempt's claim and end, or an event of
+    its audit trail (an operator's action, the watchdog's reclaim, a dead letter)."""
+
+    at: datetime
+    """When (database time)."""
+    event: str
+    """``job.created``, ``attempt.claimed``, ``attempt.succeeded`` (``.failed``,
+    ``.timed_out``, ``.cancelled``, ``.released``), or an audit event type (``job.retried``,
+    ``job.cancel_requested``, ``job.cancelled``, ``job.dead_lettered``, ``job.reclaimed``,
+    ...)."""
+    actor: str
+    """Who or what: ``user:...``, ``worker:<id>``, ``watchdog:<id>``, the enqueuer."""
+    attempt: int | None = None
+    """The attempt it concerns, when one does."""
+    detail: dict[str, Any] = field(default_factory=dict)
+    """What else there is to say: an attempt's error (type and message), an audit event's
+    metadata."""
+
+
+def timeline(job: Job, attempts: list[Execution], events: list[AuditEvent]) -> list[TimelineEntry]:
+    """The job's life in time order (at equal times: created, claimed, then what ended):
+    its row, its attempts' transitions and its audit events, merged. The job path records
+    claims and outcomes in execution rows, not in the audit trail (a write less per
+    transition); this is where the two meet."""
+    entries: list[tuple[datetime, int, TimelineEntry]] = [
+        (job.created_at, 0, TimelineEntry(job.created_at, "job.created", job.created_by))
+    ]
+    for e in attempts:
+        worker = f"worker:{e.worker_id}"
+        claimed = TimelineEntry(e.started_at, "attempt.claimed", worker, e.attempt)
+        entries.append((e.started_at, 1, claimed))
+        if e.finished_at is not None:
+            detail = {} if e.error is None else {"error": f"{e.error.type}: {e.error.message}"}
+            ended = TimelineEntry(
+                e.finished_at, f"attempt.{e.state.value.lower()}", worker, e.attempt, detail
+            )
+            entries.append((e.finished_at, 2, ended))
+    for a in events:
+        entries.append(
+            (
+                a.occurred_at,
+                2,
+                TimelineEntry(a.occurred_at, a.event_type, a.actor, None, a.metadata),
+            )
+        )
+    entries.sort(key=lambda entry: (entry[0], entry[1]))
+    return [entry for _, _, entry in entries]
+
+
+async def job_timeline(
+    pool: AsyncConnectionPool[Any], store: Store, job_id: int
+) -> list[TimelineEntry]:
+    """:func:`timeline` of one job, read from the database."""
+    job = await get_job(pool, store, job_id)
+    return timeline(
+        job, await executions(pool, store, job_id), await job_audit(pool, store, job_id)
+    )
+
+
 async def job_audit(pool: AsyncConnectionPool[Any], store: Store, job_id: int) -> list[AuditEvent]:
     """The audit trail of one job, oldest first."""
     async with pool.connection() as conn:
