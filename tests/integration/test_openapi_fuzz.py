@@ -95,7 +95,13 @@ class ServedApi:
             self.listening.set()  # wakes start() when start-up failed, too
 
     async def _serve(self) -> None:
-        served = start_api(self.app)
+        # a process holding the signal leases, as in production: the signal switches have a
+        # holder to apply to (with none they answer 503, which the checks count as a failure)
+        signals = self.app.signal_runtime(await self.app.db.async_pool(), holder_id="fuzz-holder")
+        await signals.leases.run_once()
+        stop_heartbeat = asyncio.Event()
+        heartbeat = asyncio.create_task(signals.leases.run(stop_heartbeat))
+        served = start_api(self.app, signals)
         api = await anext(served)
         self.admin_token = api.tokens[Role.ADMIN]
         config = uvicorn.Config(api.api, log_level="warning", lifespan="off")
@@ -103,6 +109,8 @@ class ServedApi:
         try:
             await self.server.serve(sockets=[self.socket])
         finally:
+            stop_heartbeat.set()
+            await heartbeat
             await served.aclose()
             await self.app.aclose()  # this loop's pool; the fixture closes the test loop's
 

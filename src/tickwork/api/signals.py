@@ -15,6 +15,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from tickwork.api.inputs import CursorQuery, IdPath
 from tickwork.api.problems import RESPONSES
+from tickwork.api.schemas import Request
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.config import MAX_SECONDS
@@ -50,10 +51,9 @@ class Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
-class In(BaseModel):
-    """A request body, strictly typed: ``{"enabled": "yes"}`` is a 400, not true."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
+class In(Request):
+    """A request body as every other of the API: strictly typed (``{"enabled": "yes"}`` is a
+    400, not true), no unknown fields, no text PostgreSQL cannot store."""
 
 
 class SignalDetailOut(Out):
