@@ -77,9 +77,14 @@ class Portal:
             return
         atexit.unregister(self.close)
         try:
-            if self._on_close is not None and thread is not threading.current_thread():
-                closing = asyncio.run_coroutine_threadsafe(_awaited(self._on_close), loop)
-                closing.result(timeout=CLOSE_TIMEOUT)
+            if thread is not threading.current_thread():
+                # calls still in flight end now (their callers get CancelledError), never
+                # left waiting on a loop that no longer runs
+                ending = asyncio.run_coroutine_threadsafe(_cancel_calls(), loop)
+                ending.result(timeout=CLOSE_TIMEOUT)
+                if self._on_close is not None:
+                    closing = asyncio.run_coroutine_threadsafe(_awaited(self._on_close), loop)
+                    closing.result(timeout=CLOSE_TIMEOUT)
         finally:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=CLOSE_TIMEOUT)
@@ -89,3 +94,11 @@ class Portal:
 
 async def _awaited(make: Callable[[], Awaitable[None]]) -> None:
     await make()
+
+
+async def _cancel_calls() -> None:
+    """Cancel every other task of the running loop and wait for them to end."""
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)

@@ -469,6 +469,28 @@ async def test_retention_purges_settled_signals_only(
     ]
 
 
+async def test_overrides_of_a_process_that_lost_the_signal_leases_are_dropped(
+    env: tuple[App, SignalRuntime], sql: psycopg.Connection[Any]
+) -> None:
+    _, runtime = env
+    # another process once held the signal leases; it still holds SCHEDULER (one holder id
+    # for all its leases), which must not keep its signal overrides alive
+    sql.execute(
+        "INSERT INTO leases (name, holder, acquired_at, renewed_at, expires_at)"
+        " VALUES ('SCHEDULER', 'old-holder', now(), now(), now() + interval '1 hour')"
+    )
+    sql.execute(
+        "INSERT INTO signal_overrides (holder, switch, value) VALUES ('old-holder', 'sweeps',"
+        " 'false')"
+    )
+    holders = await signal_admin.set_switch(
+        runtime.pool, runtime.store, "processor", False, [Role.SIGNAL_MASTER]
+    )
+    assert holders == [runtime.leases.holder_id]
+    stored = rows(sql, "SELECT holder, switch FROM signal_overrides ORDER BY holder")
+    assert stored == [(runtime.leases.holder_id, "processor")]
+
+
 async def test_operator_retry_and_cancel(
     env: tuple[App, SignalRuntime], sql: psycopg.Connection[Any]
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 
 import pytest
@@ -103,3 +104,29 @@ def test_a_portal_never_called_closes_without_starting() -> None:
 
     Portal("test-portal", on_close=on_close).close()
     assert started == []
+
+
+def test_close_ends_a_call_still_in_flight() -> None:
+    portal = Portal("test-portal")
+    started = threading.Event()
+    answers: list[BaseException | None] = []
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    def caller() -> None:
+        try:
+            portal.call(forever)
+            answers.append(None)
+        except BaseException as exc:  # what the caller gets
+            answers.append(exc)
+
+    waiting = threading.Thread(target=caller)
+    waiting.start()
+    assert started.wait(10)
+    portal.close()
+    waiting.join(10)
+    assert not waiting.is_alive()  # without the cancel in close() it waits for ever
+    [answer] = answers
+    assert isinstance(answer, concurrent.futures.CancelledError)

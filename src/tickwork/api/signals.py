@@ -222,9 +222,9 @@ async def _held(svc: Services, lease: str) -> admin.HeldControl:
 
 
 async def _known(svc: Services, name: str) -> None:
-    """404 unless ``name`` is a reactor of the SIGNAL_MASTER holder (or of this process)."""
-    if svc.app.reactors.get(name) is not None:
-        return
+    """404 unless ``name`` is a reactor of the SIGNAL_MASTER holder (of this process when
+    nobody holds it): an override for a reactor the holder does not run would apply to
+    nothing while answering 204."""
     held = await _held(svc, Role.SIGNAL_MASTER)
     if all(r["name"] != name for r in held.reactors):
         raise NotFoundError("reactor", name)

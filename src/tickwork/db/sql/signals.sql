@@ -275,14 +275,16 @@ ORDER BY reactor_name, id DESC;
 -- name: signal_override_set
 -- Set (%(value)s JSON) or drop (NULL) the override %(switch)s for every process that holds
 -- one of %(leases)s now; those holders' ids (none: nobody holds them, nothing was stored).
--- The overrides of holders that hold no live lease any more are deleted on the way.
+-- The overrides of holders that hold neither signal lease any more are deleted on the way
+-- (a process keeps one holder id for all its leases: holding SCHEDULER does not count).
 WITH holders AS (
     SELECT DISTINCT holder FROM {schema}.leases
     WHERE name = ANY(%(leases)s::text[]) AND expires_at > now()
 ), stale AS (
     DELETE FROM {schema}.signal_overrides o
     WHERE NOT EXISTS (SELECT 1 FROM {schema}.leases l
-                      WHERE l.holder = o.holder AND l.expires_at > now())
+                      WHERE l.holder = o.holder AND l.expires_at > now()
+                        AND l.name IN ('SIGNAL_MASTER', 'SWEEP_MASTER'))
 ), dropped AS (
     DELETE FROM {schema}.signal_overrides o USING holders h
     WHERE %(value)s::jsonb IS NULL AND o.holder = h.holder AND o.switch = %(switch)s
@@ -299,12 +301,13 @@ SELECT switch, value FROM {schema}.signal_overrides WHERE holder = %(holder)s OR
 
 -- name: signal_config_publish
 -- A holder's configuration (its switches and reactors, JSON), for the other processes to
--- show; the configurations of holders that hold no live lease any more are deleted.
+-- show; the configurations of holders that hold neither signal lease any more are deleted.
 WITH stale AS (
     DELETE FROM {schema}.signal_holder_config c
     WHERE c.holder <> %(holder)s
       AND NOT EXISTS (SELECT 1 FROM {schema}.leases l
-                      WHERE l.holder = c.holder AND l.expires_at > now())
+                      WHERE l.holder = c.holder AND l.expires_at > now()
+                        AND l.name IN ('SIGNAL_MASTER', 'SWEEP_MASTER'))
 )
 INSERT INTO {schema}.signal_holder_config (holder, config) VALUES (%(holder)s, %(config)s)
 ON CONFLICT (holder) DO UPDATE SET config = EXCLUDED.config, published_at = now();
