@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
@@ -40,6 +41,8 @@ class Portal:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
+        self._calls: set[concurrent.futures.Future[Any]] = set()
+        """The calls in flight, which :meth:`close` ends."""
 
     def call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Run ``make()`` on the portal's loop; its result, or its exception, here."""
@@ -47,11 +50,14 @@ class Portal:
         if threading.current_thread() is self._thread:
             raise PortalError("a coroutine on the portal's loop called a sync facade method")
         future = asyncio.run_coroutine_threadsafe(make(), loop)
+        self._calls.add(future)
         try:
             return future.result()
         except BaseException:
             future.cancel()  # the caller gave up (Ctrl-C): the coroutine stops too
             raise
+        finally:
+            self._calls.discard(future)
 
     def _started(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -77,14 +83,15 @@ class Portal:
             return
         atexit.unregister(self.close)
         try:
-            if thread is not threading.current_thread():
-                # calls still in flight end now (their callers get CancelledError), never
-                # left waiting on a loop that no longer runs
-                ending = asyncio.run_coroutine_threadsafe(_cancel_calls(), loop)
-                ending.result(timeout=CLOSE_TIMEOUT)
-                if self._on_close is not None:
-                    closing = asyncio.run_coroutine_threadsafe(_awaited(self._on_close), loop)
-                    closing.result(timeout=CLOSE_TIMEOUT)
+            # calls still in flight end now (their callers get CancelledError), never left
+            # waiting on a loop that no longer runs
+            cancelled = [pending for pending in list(self._calls) if pending.cancel()]
+            if cancelled and thread is not threading.current_thread():
+                # one pass of the loop: the cancelled coroutines take their cancellation
+                asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(CLOSE_TIMEOUT)
+            if self._on_close is not None and thread is not threading.current_thread():
+                closing = asyncio.run_coroutine_threadsafe(_awaited(self._on_close), loop)
+                closing.result(timeout=CLOSE_TIMEOUT)
         finally:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=CLOSE_TIMEOUT)
@@ -94,11 +101,3 @@ class Portal:
 
 async def _awaited(make: Callable[[], Awaitable[None]]) -> None:
     await make()
-
-
-async def _cancel_calls() -> None:
-    """Cancel every other task of the running loop and wait for them to end."""
-    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-    for task in others:
-        task.cancel()
-    await asyncio.gather(*others, return_exceptions=True)
