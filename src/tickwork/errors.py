@@ -151,10 +151,10 @@ class LoginThrottled(AuthError):
 class PermissionDenied(TickworkError):
     """The caller's role is below the role the operation requires."""
 
-    def __init__(self, needed: str, held: str) -> None:
+    def __init__(self, needed: str, held: str, message: str | None = None) -> None:
         self.needed = needed
         self.held = held
-        super().__init__(f"this operation needs role {needed}; the caller has {held}")
+        super().__init__(message or f"this operation needs role {needed}; the caller has {held}")
 
 
 class NotFoundError(TickworkError, LookupError):

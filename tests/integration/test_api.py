@@ -7,12 +7,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import jwt
 import pytest
 
 from tickwork import App, JobState
+from tickwork.api import create_api
 from tickwork.api.security import ROUTE_ROLES, api_routes
-from tickwork.auth import Role
+from tickwork.auth import AuthService, Role
 
 from .api_support import BASE_URL, PASSWORD, Api, email, start_api
 
@@ -388,6 +390,39 @@ async def test_personal_api_token_is_shown_once_and_capped(api: Api) -> None:
         await api.client.delete(f"/api/me/tokens/{token_id}", headers=operator)
     ).status_code == 204
     problem(await api.client.get("/api/queues", headers=auth), 401)
+
+
+async def test_an_api_token_cannot_mint_a_stronger_one(api: Api) -> None:
+    """An ADMIN's VIEWER-scoped token (handed to a dashboard, say) asking for an ADMIN
+    token is refused: a token's role is capped by the credential that makes it, not only
+    by its owner's role."""
+    made = await api.client.post(
+        "/api/me/tokens",
+        json={"name": "read-only", "role": "VIEWER"},
+        headers=api.headers(Role.ADMIN),
+    )
+    scoped = {"Authorization": f"Bearer {made.json()['token']}"}
+    problem(await api.client.get("/api/users", headers=scoped), 403)
+    escalated = await api.client.post(
+        "/api/me/tokens", json={"name": "up", "role": "ADMIN"}, headers=scoped
+    )
+    assert "VIEWER" in problem(escalated, 403)["detail"]
+    same = await api.client.post("/api/me/tokens", json={"name": "same"}, headers=scoped)
+    assert same.status_code == 201 and same.json()["api_token"]["role"] == "VIEWER"
+
+
+async def test_readyz_on_an_unmigrated_schema_is_503_not_500(api: Api, database_url: str) -> None:
+    bare = App(database_url=database_url, schema="tickwork_never_migrated")
+    try:
+        pool = await bare.db.async_pool()
+        served = create_api(bare, AuthService(pool, bare.db.store, bare.settings.auth), pool)
+        transport = httpx.ASGITransport(app=served)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
+            answer = await client.get("/readyz")
+        assert problem(answer, 503)["title"] == "Database unavailable"
+        assert answer.headers["retry-after"].isdigit()
+    finally:
+        await bare.aclose()
 
 
 async def test_refresh_cookie_is_http_only_strict_and_checks_origin(api: Api) -> None:

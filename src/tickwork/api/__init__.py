@@ -13,9 +13,10 @@ from fastapi import Depends, FastAPI
 
 from tickwork.api import docs, identity, jobs, schedules, system
 from tickwork.api import signals as signal_routes
+from tickwork.api.contract import declare
 from tickwork.api.gate import BODY_BUDGET_BYTES, Gate
 from tickwork.api.inputs import refuse_unstorable_parameters
-from tickwork.api.problems import RESPONSES, install
+from tickwork.api.problems import install
 from tickwork.api.schemas import Problem
 from tickwork.api.security import PUBLIC, ROUTE_ROLES, Services, authorize, check_table
 
@@ -45,7 +46,6 @@ def create_api(
         docs_url=None,  # tickwork.api.docs serves it, with Swagger UI's files
         redoc_url=None,
         dependencies=[Depends(authorize), Depends(refuse_unstorable_parameters)],
-        responses=RESPONSES,
     )
     api.state.services = Services(app, auth, pool, signals)
     for module in (identity, jobs, schedules, system, signal_routes):
@@ -64,11 +64,7 @@ def create_api(
     schema["components"]["schemas"]["Problem"] = Problem.model_json_schema(
         ref_template="#/components/schemas/{model}"
     )
-    _validation_is_400(schema)
-    for (method, path), role in ROUTE_ROLES.items():
-        # the bearer scheme is on every route (authorize); these need none
-        if role is PUBLIC and path in schema["paths"]:  # (the docs are not in the document)
-            schema["paths"][path][method.lower()]["security"] = []
+    declare(schema, ROUTE_ROLES)  # each operation: exactly the codes it can return
     return api
 
 
@@ -76,15 +72,3 @@ def _version() -> str:
     from importlib.metadata import version
 
     return version("tickwork")
-
-
-def _validation_is_400(schema: dict[str, Any]) -> None:
-    """A malformed body or parameter answers 400 with a problem body (the handler in
-    problems.py), not FastAPI's 422: the document says what the API does."""
-    for operations in schema["paths"].values():
-        for operation in operations.values():
-            responses = operation.get("responses", {})
-            if responses.pop("422", None) is not None:
-                responses.setdefault("400", RESPONSES[400])
-    for name in ("HTTPValidationError", "ValidationError"):
-        schema["components"]["schemas"].pop(name, None)

@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Request, Response
 
+from tickwork.api.contract import answer
 from tickwork.api.inputs import IdPath
-from tickwork.api.problems import THROTTLED
 from tickwork.api.schemas import (
     AcceptIn,
     ApiTokenCreatedOut,
@@ -40,6 +40,7 @@ Svc = Annotated[Services, Depends(services)]
 Caller = Annotated[Principal, Depends(caller)]
 
 COOKIE = "tickwork_refresh"
+CROSS_SITE = answer(403, "A refresh cookie sent without this server's own Origin")
 COOKIE_PATH = "/api/auth"
 
 
@@ -62,7 +63,12 @@ def _check_origin(request: Request, svc: Services) -> None:
         parts = urlsplit(public)
         allowed.add(f"{parts.scheme}://{parts.netloc}")
     if origin is None or origin.rstrip("/") not in allowed:
-        raise PermissionDenied("a request from this server's own origin", f"origin {origin!r}")
+        raise PermissionDenied(
+            "same origin",
+            f"origin {origin!r}",
+            "a refresh cookie is only honoured on a request from this server's own pages"
+            f" (Origin header {'missing' if origin is None else 'of another site'})",
+        )
 
 
 def _tokens(
@@ -99,7 +105,13 @@ def _presented(body: RefreshIn | None, request: Request, svc: Services) -> tuple
     return token, True
 
 
-@router.post("/api/auth/login", response_model=TokenOut, tags=["auth"], responses=THROTTLED)
+@router.post(
+    "/api/auth/login",
+    response_model=TokenOut,
+    tags=["auth"],
+    responses=answer(401, "Unknown email, wrong password or disabled user (all alike)")
+    | answer(429, "Too many failed logins for this account or address"),
+)
 async def login(body: LoginIn, request: Request, response: Response, svc: Svc) -> dict[str, Any]:
     """Email and password for a short-lived access token and a refresh token. Unknown emails
     and wrong passwords answer alike; repeated failures are throttled (429)."""
@@ -107,7 +119,12 @@ async def login(body: LoginIn, request: Request, response: Response, svc: Svc) -
     return _tokens(pair, request, response, svc, body.cookie)
 
 
-@router.post("/api/auth/refresh", response_model=TokenOut, tags=["auth"])
+@router.post(
+    "/api/auth/refresh",
+    response_model=TokenOut,
+    tags=["auth"],
+    responses=answer(401, "No refresh token, or one that is invalid, expired or used") | CROSS_SITE,
+)
 async def refresh(
     request: Request, response: Response, svc: Svc, body: RefreshIn | None = None
 ) -> dict[str, Any]:
@@ -118,7 +135,7 @@ async def refresh(
     return _tokens(pair, request, response, svc, from_cookie)
 
 
-@router.post("/api/auth/logout", status_code=204, tags=["auth"])
+@router.post("/api/auth/logout", status_code=204, tags=["auth"], responses=CROSS_SITE)
 async def logout(request: Request, svc: Svc, body: RefreshIn | None = None) -> Response:
     """Revoke the refresh token (and its whole login)."""
     try:
@@ -138,7 +155,13 @@ async def me(svc: Svc, who: Caller) -> Any:
     return await svc.auth.get_user(who.user_id)
 
 
-@router.post("/api/me/password", status_code=204, tags=["me"])
+@router.post(
+    "/api/me/password",
+    status_code=204,
+    tags=["me"],
+    responses=answer(409, "The password changed meanwhile")
+    | answer(429, "Too many failed logins for this account or address"),
+)
 async def change_password(body: PasswordIn, request: Request, svc: Svc, who: Caller) -> Response:
     """Change the caller's password; every refresh token of theirs is revoked. A wrong
     current password counts as a failed login (throttled alike, 429)."""
@@ -154,15 +177,28 @@ async def list_api_tokens(svc: Svc, who: Caller) -> Any:
     return await svc.auth.list_api_tokens(who.user_id)
 
 
-@router.post("/api/me/tokens", response_model=ApiTokenCreatedOut, status_code=201, tags=["me"])
+@router.post(
+    "/api/me/tokens",
+    response_model=ApiTokenCreatedOut,
+    status_code=201,
+    tags=["me"],
+    responses=answer(403, "A role above the caller's (or above the token making the call)"),
+)
 async def create_api_token(body: ApiTokenIn, svc: Svc, who: Caller) -> dict[str, Any]:
     """A personal API token for automation, shown once; its role is never above yours."""
     role = Role[body.role] if body.role else who.role
-    token, secret = await svc.auth.create_api_token(who.user_id, body.name, role, body.expires_in)
+    token, secret = await svc.auth.create_api_token(
+        who.user_id, body.name, role, body.expires_in, at_most=who.role
+    )
     return {"api_token": token, "token": secret}
 
 
-@router.delete("/api/me/tokens/{token_id}", status_code=204, tags=["me"])
+@router.delete(
+    "/api/me/tokens/{token_id}",
+    status_code=204,
+    tags=["me"],
+    responses=answer(404, "The caller has no API token with this id"),
+)
 async def revoke_api_token(token_id: IdPath, svc: Svc, who: Caller) -> Response:
     """Revoke one of the caller's API tokens."""
     await svc.auth.revoke_api_token(who.user_id, token_id)
@@ -175,7 +211,13 @@ async def list_users(svc: Svc) -> Any:
     return await svc.auth.list_users()
 
 
-@router.patch("/api/users/{user_id}", response_model=UserOut, tags=["users"])
+@router.patch(
+    "/api/users/{user_id}",
+    response_model=UserOut,
+    tags=["users"],
+    responses=answer(404, "No user with this id")
+    | answer(409, "It would leave no enabled administrator"),
+)
 async def edit_user(user_id: IdPath, body: UserEditIn, svc: Svc, who: Caller) -> Any:
     """Change a user's role or disable them; either revokes their refresh tokens at once."""
     user = await svc.auth.get_user(user_id)
@@ -192,21 +234,40 @@ async def list_invites(svc: Svc) -> Any:
     return await svc.auth.list_invites()
 
 
-@router.post("/api/invites", response_model=InviteCreatedOut, status_code=201, tags=["users"])
+@router.post(
+    "/api/invites",
+    response_model=InviteCreatedOut,
+    status_code=201,
+    tags=["users"],
+    responses=answer(409, "A user with this email exists"),
+)
 async def create_invite(body: InviteIn, svc: Svc, who: Caller) -> dict[str, Any]:
     """Invite someone with a fixed role; the token is shown once and expires."""
     invite, token = await svc.auth.create_invite(body.email, Role[body.role], who.actor)
     return {"invite": invite, "token": token}
 
 
-@router.delete("/api/invites/{invite_id}", status_code=204, tags=["users"])
+@router.delete(
+    "/api/invites/{invite_id}",
+    status_code=204,
+    tags=["users"],
+    responses=answer(404, "No invite with this id")
+    | answer(409, "The invite was accepted already"),
+)
 async def revoke_invite(invite_id: IdPath, svc: Svc, who: Caller) -> Response:
     """Revoke an invite that was not accepted yet."""
     await svc.auth.revoke_invite(invite_id, who.actor)
     return Response(status_code=204)
 
 
-@router.post("/api/invites/accept", response_model=UserOut, status_code=201, tags=["users"])
+@router.post(
+    "/api/invites/accept",
+    response_model=UserOut,
+    status_code=201,
+    tags=["users"],
+    responses=answer(401, "The invite token is invalid, used, revoked or expired")
+    | answer(409, "A user with the invite's email exists"),
+)
 async def accept_invite(body: AcceptIn, svc: Svc) -> Any:
     """Become a user with an invite token (once); the role is the invite's."""
     return await svc.auth.accept_invite(body.token, body.name, body.password)

@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import Path, Query, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 
 BIGINT_MAX = 2**63 - 1
 """The largest value of PostgreSQL's ``bigint``: every id column is one."""
@@ -61,10 +63,27 @@ async def refuse_unstorable_parameters(request: Request) -> None:
     parameters: list[tuple[str, str, Any]] = [
         ("path", name, value) for name, value in request.path_params.items()
     ]
-    parameters += [("query", name, value) for name, value in request.query_params.multi_items()]
+    declared = _query_names(request.scope.get("route"))  # the route never sees the others
+    parameters += [
+        ("query", name, value)
+        for name, value in request.query_params.multi_items()
+        if name in declared
+    ]
     for where, name, value in parameters:
         reason = text_problem(str(value))
         if reason is not None:
             raise RequestValidationError(
                 [{"type": "unstorable", "loc": (where, name), "msg": reason, "input": value}]
             )
+
+
+def _query_names(route: object) -> set[str]:
+    """The query parameters ``route`` takes (by the names a client sends)."""
+    return _aliases(route.dependant) if isinstance(route, APIRoute) else set()
+
+
+def _aliases(dependant: Dependant) -> set[str]:
+    names = {field.alias for field in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _aliases(sub)
+    return names

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from tickwork.api.contract import answer
 from tickwork.api.inputs import CursorQuery, IdPath
 from tickwork.api.schemas import (
     BulkOut,
@@ -16,6 +17,7 @@ from tickwork.api.schemas import (
     JobOut,
     JobPage,
     JobStateName,
+    NotStoredProblem,
 )
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
@@ -28,6 +30,8 @@ from tickwork.queue.enqueue import JobSpec
 from tickwork.queue.rows import servable, summarised
 
 router = APIRouter()
+
+NO_JOB = answer(404, "No job with this id")
 
 Svc = Annotated[Services, Depends(services)]
 Caller = Annotated[Principal, Depends(caller)]
@@ -67,7 +71,19 @@ NO_SUCH_TASK = (
 )
 
 
-@router.post("/api/jobs", response_model=JobOut, status_code=201, tags=["jobs"])
+@router.post(
+    "/api/jobs",
+    response_model=JobOut,
+    status_code=201,
+    tags=["jobs"],
+    responses=answer(200, "A job holds the unique_key already: that job", JobOut)
+    | answer(
+        503,
+        "Database unavailable; `stored` says whether the job was stored (retry after"
+        " Retry-After seconds)",
+        NotStoredProblem,
+    ),
+)
 async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) -> object:
     """Enqueue a job of a task that the serving app or a worker seen in the last day defines
     (a `serve` without the application enqueues for its workers)."""
@@ -130,7 +146,7 @@ async def bulk_cancel(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkRes
     return await admin.bulk(svc.pool, svc.store, "cancel", _filter(body), who.actor)
 
 
-@router.get("/api/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"])
+@router.get("/api/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"], responses=NO_JOB)
 async def get_job(job_id: IdPath, svc: Svc) -> dict[str, object]:
     """One job with every attempt (worker, lease, timings, error)."""
     job = await admin.get_job(svc.pool, svc.store, job_id)
@@ -138,7 +154,12 @@ async def get_job(job_id: IdPath, svc: Svc) -> dict[str, object]:
     return JobOut.model_validate(servable(job)).model_dump() | {"executions": executions}
 
 
-@router.get("/api/jobs/{job_id}/timeline", response_model=list[admin.TimelineEntry], tags=["jobs"])
+@router.get(
+    "/api/jobs/{job_id}/timeline",
+    response_model=list[admin.TimelineEntry],
+    tags=["jobs"],
+    responses=NO_JOB,
+)
 async def timeline(job_id: IdPath, svc: Svc) -> list[admin.TimelineEntry]:
     """The job's life in time order, with actors: created, each attempt claimed and ended
     (from its executions), and its audit trail (operators' actions, reclaims, a dead
@@ -150,13 +171,23 @@ async def _act(svc: Services, operation: str, job_id: int, who: Principal) -> ob
     return servable(await admin.change_job(svc.pool, svc.store, operation, job_id, who.actor))
 
 
-@router.post("/api/jobs/{job_id}/retry", response_model=JobOut, tags=["jobs"])
+@router.post(
+    "/api/jobs/{job_id}/retry",
+    response_model=JobOut,
+    tags=["jobs"],
+    responses=NO_JOB | answer(409, "The job is neither DEAD_LETTER nor FAILED"),
+)
 async def retry(job_id: IdPath, svc: Svc, who: Caller) -> object:
     """Send a DEAD_LETTER or FAILED job back to PENDING now."""
     return await _act(svc, "retry", job_id, who)
 
 
-@router.post("/api/jobs/{job_id}/cancel", response_model=JobOut, tags=["jobs"])
+@router.post(
+    "/api/jobs/{job_id}/cancel",
+    response_model=JobOut,
+    tags=["jobs"],
+    responses=NO_JOB | answer(409, "The job has finished (SUCCEEDED, CANCELLED, DEAD_LETTER)"),
+)
 async def cancel(job_id: IdPath, svc: Svc, who: Caller) -> object:
     """Cancel a pending job at once; a running one when its attempt completes."""
     return await _act(svc, "cancel", job_id, who)

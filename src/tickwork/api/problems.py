@@ -196,34 +196,3 @@ def install(api: FastAPI) -> None:
     api.add_exception_handler(Exception, unexpected)  # a problem body, never text/plain
     api.add_exception_handler(RequestValidationError, validation_error)
     api.add_exception_handler(HTTPException, http_error)
-
-
-RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {
-        "description": title,
-        "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
-    }
-    for status, title in (
-        (400, "Invalid input"),
-        (401, "Not authenticated"),
-        (403, "Forbidden"),
-        (404, "Not found"),
-        (409, "Conflict with the current state"),
-        (503, "Database unavailable"),
-    )
-}
-"""The problem responses every route may give, for the OpenAPI document."""
-
-THROTTLED: dict[int | str, dict[str, Any]] = {
-    429: {
-        "description": "Too many failed logins",
-        "content": {MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
-        "headers": {
-            "Retry-After": {
-                "description": "seconds until a login is accepted again",
-                "schema": {"type": "integer", "minimum": 1},
-            }
-        },
-    }
-}
-"""The extra response of the routes that throttle failed logins."""

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
 
+from tickwork.api.contract import answer
 from tickwork.api.schemas import JobOut, ScheduleEditIn, ScheduleIn, ScheduleOut
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
@@ -19,6 +20,8 @@ from tickwork.schedule import admin
 from tickwork.schedule.records import StoredSchedule
 
 router = APIRouter(tags=["schedules"])
+
+NO_SCHEDULE = answer(404, "No schedule with this name")
 
 Svc = Annotated[Services, Depends(services)]
 Caller = Annotated[Principal, Depends(caller)]
@@ -54,7 +57,12 @@ async def list_schedules(svc: Svc) -> list[StoredSchedule]:
     return [_shown(s) for s in await admin.list_all(svc.pool, svc.store)]
 
 
-@router.post("/api/schedules", response_model=ScheduleOut, status_code=201)
+@router.post(
+    "/api/schedules",
+    response_model=ScheduleOut,
+    status_code=201,
+    responses=answer(409, "A schedule with this name exists"),
+)
 async def create_schedule(body: ScheduleIn, svc: Svc, who: Caller) -> StoredSchedule:
     """Store a schedule of a task the serving app or a worker seen in the last day defines."""
     return await admin.create(
@@ -66,13 +74,17 @@ async def create_schedule(body: ScheduleIn, svc: Svc, who: Caller) -> StoredSche
     )
 
 
-@router.get("/api/schedules/{name}", response_model=ScheduleOut)
+@router.get("/api/schedules/{name}", response_model=ScheduleOut, responses=NO_SCHEDULE)
 async def get_schedule(name: str, svc: Svc) -> StoredSchedule:
     """One stored schedule."""
     return _shown(await admin.get(svc.pool, svc.store, name))
 
 
-@router.patch("/api/schedules/{name}", response_model=ScheduleOut)
+@router.patch(
+    "/api/schedules/{name}",
+    response_model=ScheduleOut,
+    responses=NO_SCHEDULE | answer(409, "The schedule is defined in code"),
+)
 async def edit_schedule(name: str, body: ScheduleEditIn, svc: Svc, who: Caller) -> StoredSchedule:
     """Change an operator-stored schedule (a schedule defined in code answers 409)."""
     edited = await admin.edit(
@@ -86,7 +98,11 @@ async def edit_schedule(name: str, body: ScheduleEditIn, svc: Svc, who: Caller) 
     return _shown(edited)
 
 
-@router.delete("/api/schedules/{name}", status_code=204)
+@router.delete(
+    "/api/schedules/{name}",
+    status_code=204,
+    responses=NO_SCHEDULE | answer(409, "The schedule is defined in code a live worker runs"),
+)
 async def delete_schedule(name: str, svc: Svc, who: Caller) -> Response:
     """Delete a schedule; its jobs stay as history. One defined in code answers 409 while a
     live worker defines it, and is deleted once none does (its code is gone)."""
@@ -98,19 +114,21 @@ async def _set_paused(svc: Services, name: str, paused: bool, who: Principal) ->
     return _shown(await admin.set_paused(svc.pool, svc.store, name, paused, actor=who.actor))
 
 
-@router.post("/api/schedules/{name}/pause", response_model=ScheduleOut)
+@router.post("/api/schedules/{name}/pause", response_model=ScheduleOut, responses=NO_SCHEDULE)
 async def pause_schedule(name: str, svc: Svc, who: Caller) -> Any:
     """Stop materialising jobs until resumed (survives restarts)."""
     return await _set_paused(svc, name, True, who)
 
 
-@router.post("/api/schedules/{name}/resume", response_model=ScheduleOut)
+@router.post("/api/schedules/{name}/resume", response_model=ScheduleOut, responses=NO_SCHEDULE)
 async def resume_schedule(name: str, svc: Svc, who: Caller) -> Any:
     """Materialise jobs again."""
     return await _set_paused(svc, name, False, who)
 
 
-@router.post("/api/schedules/{name}/trigger", response_model=JobOut, status_code=201)
+@router.post(
+    "/api/schedules/{name}/trigger", response_model=JobOut, status_code=201, responses=NO_SCHEDULE
+)
 async def trigger_schedule(name: str, svc: Svc, who: Caller) -> Any:
     """Enqueue one job of the schedule now, outside its cron."""
     job_id = await admin.trigger(

@@ -136,6 +136,38 @@ class Problem(Model):
     """The request field at fault, when one is."""
 
 
+class NotLeaderProblem(Problem):
+    """A 409 of a signal operation that only the lease holder can carry out."""
+
+    lease: str = Field(description="the lease the operation needs")
+    holder: str | None = Field(description="the process that holds it now (None: no process does)")
+
+
+class NoHolderProblem(Problem):
+    """A 503 of a signal switch: no process holds the lease it applies to (a 503 of an
+    unreachable database has neither member)."""
+
+    leases: list[str] | None = Field(None, description="the leases the switch needs")
+    holder: None = None
+
+
+class SupersededProblem(Problem):
+    """A 409 of a signal retry: a fresher PENDING signal holds the same type and key."""
+
+    supersededByPendingId: int
+
+
+class NotStoredProblem(Problem):
+    """A 503 of an enqueue: the database was out of reach, and whether the job was stored."""
+
+    stored: Literal["no", "unknown"] | None = Field(
+        None,
+        description="no: nothing was stored; unknown: the commit's answer was lost (look the"
+        " job up by its unique_key before enqueueing again); absent when the request failed"
+        " before the enqueue began",
+    )
+
+
 class JobOut(Model):
     id: int
     queue: str

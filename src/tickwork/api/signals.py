@@ -13,9 +13,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from tickwork.api.contract import answer
 from tickwork.api.inputs import CursorQuery, IdPath
-from tickwork.api.problems import RESPONSES
-from tickwork.api.schemas import Request
+from tickwork.api.schemas import NoHolderProblem, NotLeaderProblem, Request, SupersededProblem
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.config import MAX_SECONDS
@@ -34,17 +34,18 @@ router = APIRouter(prefix="/api/admin/signals", tags=["signals"])
 Svc = Annotated[Services, Depends(services)]
 Caller = Annotated[Principal, Depends(caller)]
 
-# The shared 409's problem+json content, with a description of what this 409 means.
-NOT_LEADER: dict[int | str, dict[str, Any]] = {
-    409: RESPONSES[409] | {"description": "This process does not hold the lease (see /leaders)"}
-}
-NO_HOLDER: dict[int | str, dict[str, Any]] = {
-    503: RESPONSES[503]
-    | {"description": "No process holds the lease the switch applies to (see /leaders)"}
-}
-SUPERSEDED: dict[int | str, dict[str, Any]] = {
-    409: RESPONSES[409] | {"description": "A fresher PENDING signal holds the same type and key"}
-}
+NO_REACTOR = answer(404, "The SIGNAL_MASTER holder runs no reactor of this name")
+NO_SIGNAL = answer(404, "No signal with this id")
+NOT_LEADER = answer(
+    409, "This process does not hold the lease the operation needs (see /leaders)", NotLeaderProblem
+)
+NO_HOLDER = answer(
+    503,
+    "No process holds the lease the switch applies to (see /leaders), or the database is"
+    " unavailable; retry after Retry-After seconds",
+    NoHolderProblem,
+)
+SUPERSEDED = answer(409, "A fresher PENDING signal holds the same type and key", SupersededProblem)
 
 
 class Out(BaseModel):
@@ -272,7 +273,7 @@ async def reactors(svc: Svc) -> list[ReactorOut]:
     ]
 
 
-@router.put("/reactors/{name}/enabled", status_code=204, responses=NO_HOLDER)
+@router.put("/reactors/{name}/enabled", status_code=204, responses=NO_REACTOR | NO_HOLDER)
 async def set_enabled(name: str, body: SwitchIn, svc: Svc) -> Response:
     """Runtime toggle of one reactor, sent from any process to the lease holders (it lasts
     as long as they hold the leases: a restart or a new holder drops it)."""
@@ -280,7 +281,9 @@ async def set_enabled(name: str, body: SwitchIn, svc: Svc) -> Response:
     return await _switch(svc, reactor_switch("enabled", name), body.enabled, BOTH)
 
 
-@router.put("/reactors/{name}/dry-run", status_code=204, responses=NOT_LEADER | NO_HOLDER)
+@router.put(
+    "/reactors/{name}/dry-run", status_code=204, responses=NO_REACTOR | NOT_LEADER | NO_HOLDER
+)
 async def set_dry_run(name: str, body: DryRunIn, svc: Svc) -> Response:
     """Runtime dry-run toggle (409 unless this process holds SIGNAL_MASTER)."""
     await _known(svc, name)
@@ -288,7 +291,11 @@ async def set_dry_run(name: str, body: DryRunIn, svc: Svc) -> Response:
     return await _switch(svc, reactor_switch("dry_run", name), body.dry_run, BOTH)
 
 
-@router.put("/reactors/{name}/organisations", status_code=204, responses=NOT_LEADER | NO_HOLDER)
+@router.put(
+    "/reactors/{name}/organisations",
+    status_code=204,
+    responses=NO_REACTOR | NOT_LEADER | NO_HOLDER,
+)
 async def set_organisations(name: str, body: OrganisationsIn, svc: Svc) -> Response:
     """Runtime override of the tenants one reactor may act for; an empty list pins it to
     none (409 unless this process holds SIGNAL_MASTER)."""
@@ -298,7 +305,7 @@ async def set_organisations(name: str, body: OrganisationsIn, svc: Svc) -> Respo
     return await _switch(svc, reactor_switch("organisations", name), chosen, BOTH)
 
 
-@router.post("/reactors/{name}/sweep", response_model=SweepOut, responses=NOT_LEADER)
+@router.post("/reactors/{name}/sweep", response_model=SweepOut, responses=NO_REACTOR | NOT_LEADER)
 async def sweep(name: str, svc: Svc) -> Any:
     """Run one reactor's sweep now: bypasses its schedule, not the SWEEP_MASTER lease."""
     await _known(svc, name)
@@ -358,20 +365,24 @@ async def leaders(svc: Svc) -> list[SignalLeaseOut]:
     ]
 
 
-@router.get("/{signal_id}", response_model=SignalDetailOut)
+@router.get("/{signal_id}", response_model=SignalDetailOut, responses=NO_SIGNAL)
 async def get_signal(signal_id: IdPath, svc: Svc) -> Any:
     """One signal with its per-reactor delivery (which reactor failed, and why)."""
     return await admin.get_signal(svc.pool, svc.store, signal_id)
 
 
-@router.post("/{signal_id}/retry", response_model=Signal, responses=SUPERSEDED)
+@router.post("/{signal_id}/retry", response_model=Signal, responses=NO_SIGNAL | SUPERSEDED)
 async def retry(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     """Reset a DEAD signal to PENDING. 409 when a fresher PENDING signal holds the same type
     and key: ``supersededByPendingId`` names it, the work is queued, the DEAD row stays."""
     return await admin.retry(svc.pool, svc.store, signal_id, who.actor)
 
 
-@router.post("/{signal_id}/reactors/{name}/retry", response_model=Signal)
+@router.post(
+    "/{signal_id}/reactors/{name}/retry",
+    response_model=Signal,
+    responses=answer(404, "No signal with this id, or no delivery of it to this reactor"),
+)
 async def retry_delivery(signal_id: IdPath, name: str, svc: Svc, who: Caller) -> Any:
     """Run one reactor's DEAD delivery of a signal again: the delivery starts afresh, the
     signal is due now; the reactors that completed are not run again (400 unless the
@@ -379,7 +390,7 @@ async def retry_delivery(signal_id: IdPath, name: str, svc: Svc, who: Caller) ->
     return await admin.retry_delivery(svc.pool, svc.store, signal_id, name, who.actor)
 
 
-@router.post("/{signal_id}/cancel", response_model=Signal)
+@router.post("/{signal_id}/cancel", response_model=Signal, responses=NO_SIGNAL)
 async def cancel(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     """Mark a PENDING signal COMPLETED without processing it."""
     return await admin.cancel(svc.pool, svc.store, signal_id, who.actor)

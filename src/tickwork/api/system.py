@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from tickwork.api.contract import answer
 from tickwork.api.inputs import CursorQuery
 from tickwork.api.schemas import (
     AuditPage,
@@ -18,7 +19,8 @@ from tickwork.api.schemas import (
 )
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
-from tickwork.errors import DatabaseUnavailable
+from tickwork.db.driver_errors import translating
+from tickwork.errors import DatabaseError, DatabaseUnavailable
 from tickwork.ops import appconfig
 from tickwork.ops.audit import AuditFilter, list_events
 from tickwork.ops.metrics import render
@@ -94,7 +96,12 @@ async def put_variable(name: str, body: VariableIn, svc: Svc, who: Caller) -> ap
     )
 
 
-@router.delete("/api/variables/{name}", status_code=204, tags=["settings"])
+@router.delete(
+    "/api/variables/{name}",
+    status_code=204,
+    tags=["settings"],
+    responses=answer(404, "No variable with this name"),
+)
 async def delete_variable(name: str, svc: Svc, who: Caller) -> Response:
     """Delete a variable."""
     await appconfig.delete_variable(svc.pool, svc.store, name, actor=who.actor)
@@ -114,8 +121,15 @@ async def readyz(svc: Svc) -> dict[str, Any]:
     network that silently drops packets)."""
 
     async def look() -> list[dict[str, Any]]:
-        async with svc.pool.connection(timeout=READY_WAIT) as conn:
-            return await svc.store.migration_applied(conn)
+        try:
+            with translating():
+                async with svc.pool.connection(timeout=READY_WAIT) as conn:
+                    return await svc.store.migration_applied(conn)
+        except DatabaseError as exc:
+            if isinstance(exc, DatabaseUnavailable):
+                raise
+            # e.g. no migrations table: the schema was never migrated, the process is not ready
+            raise DatabaseUnavailable(f"the schema is not ready: {exc}") from exc
 
     # not wait_for: cancelling a query on a dead network waits for its cancel request
     probe = asyncio.ensure_future(look())

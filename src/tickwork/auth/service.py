@@ -725,10 +725,17 @@ class AuthService:
     # -- API tokens -------------------------------------------------------------------------
 
     async def create_api_token(
-        self, user_id: int, name: str, role: Role | str, expires_in: float | None
+        self,
+        user_id: int,
+        name: str,
+        role: Role | str,
+        expires_in: float | None,
+        *,
+        at_most: Role | None = None,
     ) -> tuple[ApiToken, str]:
-        """A personal API token and its secret (shown once). Its role may not exceed the
-        owner's (:class:`PermissionDenied`); ``expires_in`` None: it never expires."""
+        """A personal API token and its secret (shown once). Its role may exceed neither the
+        owner's nor ``at_most`` (the role of the credential asking: an API token cannot mint
+        a stronger one; :class:`PermissionDenied`); ``expires_in`` None: it never expires."""
         name = check_name(name, required=True)
         the_role = Role.parse(role)
         if expires_in is not None and (
@@ -744,8 +751,9 @@ class AuthService:
         token = new_token(API_TOKEN_PREFIX)
         async with self.pool.connection() as conn, conn.transaction():
             owner = User.from_row(await self._user_row(conn, user_id))
-            if the_role > owner.role:
-                raise PermissionDenied(the_role.name, owner.role.name)
+            ceiling = owner.role if at_most is None else min(owner.role, at_most)
+            if the_role > ceiling:
+                raise PermissionDenied(the_role.name, ceiling.name)
             row = await self.store.api_token_insert(
                 conn,
                 user_id=user_id,
