@@ -256,6 +256,19 @@ async def test_per_reactor_retry_runs_only_the_failed_reactor_then_dead(
     assert "b: RuntimeError: downstream timeout" in detail.signal.error_message
 
 
+async def held(app: App, runtime: SignalRuntime) -> signal_admin.HeldControl:
+    """The SIGNAL_MASTER holder's switches and reactors (this runtime's), as the API sees
+    them."""
+    return await signal_admin.held_control(
+        runtime.pool,
+        runtime.store,
+        Role.SIGNAL_MASTER,
+        runtime.control,
+        app.reactors,
+        here=runtime.leases.holder_id,
+    )
+
+
 async def test_status_failed_lists_signals_with_a_failed_reactor_and_a_dead_delivery_replays(
     env: tuple[App, SignalRuntime], sql: psycopg.Connection[Any]
 ) -> None:
@@ -280,7 +293,9 @@ async def test_status_failed_lists_signals_with_a_failed_reactor_and_a_dead_deli
     with pytest.raises(InvalidInput, match="is not a signal status or FAILED"):
         await listed("BROKEN")
     with pytest.raises(InvalidInput, match="only a DEAD one"):  # FAILED: the processor's
-        await signal_admin.retry_delivery(pool, store, broken.signal_id, "b", "user:ops")
+        await signal_admin.retry_delivery(
+            pool, store, broken.signal_id, "b", "user:ops", held=await held(app, runtime)
+        )
 
     sql.execute("UPDATE signal_reactor_status SET next_retry_at = now() - interval '1 s'")
     sql.execute("UPDATE signals SET next_retry_at = now() - interval '1 s'")
@@ -292,7 +307,9 @@ async def test_status_failed_lists_signals_with_a_failed_reactor_and_a_dead_deli
         await signal_admin.retry(pool, store, broken.signal_id, "user:ops")
 
     b.fail_with = None  # fixed downstream; the operator replays b's delivery
-    replayed = await signal_admin.retry_delivery(pool, store, broken.signal_id, "b", "user:ops")
+    replayed = await signal_admin.retry_delivery(
+        pool, store, broken.signal_id, "b", "user:ops", held=await held(app, runtime)
+    )
     assert replayed.status.value == "PROCESSING"
     await runtime.processor.run_once()
     assert a.seen == [broken.signal_id]  # the completed reactor is not run again
@@ -311,9 +328,67 @@ async def test_status_failed_lists_signals_with_a_failed_reactor_and_a_dead_deli
     ).fetchall()
     assert audited == [("user:ops", "b")]
     with pytest.raises(NotFoundError):
-        await signal_admin.retry_delivery(pool, store, broken.signal_id, "nope", "user:ops")
+        await signal_admin.retry_delivery(
+            pool, store, broken.signal_id, "nope", "user:ops", held=await held(app, runtime)
+        )
     with pytest.raises(NotFoundError):
-        await signal_admin.retry_delivery(pool, store, 10**12, "b", "user:ops")
+        await signal_admin.retry_delivery(
+            pool, store, 10**12, "b", "user:ops", held=await held(app, runtime)
+        )
+
+
+class Replayer(Recorder):
+    """Replays another reactor's DEAD delivery of the signal it handles, as an operator
+    would through the API, while the processor's pass over that signal is under way."""
+
+    replay: str | None = None
+    env: tuple[App, SignalRuntime] | None = None
+
+    async def handle_signal(self, signal: Signal, ctx: ReactorContext) -> None:
+        await super().handle_signal(signal, ctx)
+        if self.replay is not None and self.env is not None:
+            pool, store = self.env[1].pool, self.env[1].store
+            control = await held(*self.env)
+            await signal_admin.retry_delivery(
+                pool, store, signal.id, self.replay, "user:ops", held=control
+            )
+
+
+async def test_a_delivery_replayed_during_a_pass_runs_at_the_next_pass(
+    env: tuple[App, SignalRuntime], sql: psycopg.Connection[Any]
+) -> None:
+    """a's DEAD delivery is replayed after a's turn in a pass (reactors run by name) and
+    before the pass settles the signal: the settle must leave the signal due, not complete
+    it over the replay (which would drop a's retry without a trace)."""
+    app, runtime = env
+    pool, store = runtime.pool, runtime.store
+    a = Recorder("a", {"RESULT_SET_CHANGED"})
+    b = Replayer("b", {"RESULT_SET_CHANGED"})
+    app.add_reactor(a)
+    app.add_reactor(b)
+    a.fail_with = b.fail_with = RuntimeError("down")
+    sig = app.signals.emit("RESULT_SET_CHANGED", aggregate_key="series:9")
+    shift(sql, 3600)
+    await runtime.processor.run_once()  # both FAILED
+    sql.execute("UPDATE signal_reactor_status SET status = 'DEAD' WHERE reactor_name = 'a'")
+    sql.execute("UPDATE signal_reactor_status SET next_retry_at = now() - interval '1 s'")
+    sql.execute("UPDATE signals SET next_retry_at = now() - interval '1 s'")
+    a.fail_with = b.fail_with = None
+    b.replay, b.env = "a", env
+
+    await runtime.processor.run_once()  # a (DEAD) passed over; b completes, replaying a
+    detail = await signal_admin.get_signal(pool, store, sig.signal_id)
+    assert detail.signal.status.value == "PROCESSING", detail.signal
+    assert [d.reactor_name for d in detail.deliveries] == ["b"]
+    b.replay = None
+    await runtime.processor.run_once()  # due now: a runs
+    assert a.seen == [sig.signal_id] * 2 and b.seen == [sig.signal_id] * 2
+    detail = await signal_admin.get_signal(pool, store, sig.signal_id)
+    assert detail.signal.status.value == "COMPLETED" and detail.signal.error_message is None
+    assert {d.reactor_name: d.status.value for d in detail.deliveries} == {
+        "a": "COMPLETED",
+        "b": "COMPLETED",
+    }
 
 
 async def test_reactor_writes_commit_with_its_completion_exactly_once(

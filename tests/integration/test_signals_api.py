@@ -240,3 +240,53 @@ async def test_setters_that_need_the_lease_answer_409_elsewhere(
         ("SIGNAL_MASTER", "the-other-process", False),
         ("SWEEP_MASTER", "the-other-process", False),
     }
+
+
+async def test_a_dead_delivery_is_replayed_only_to_a_reactor_that_will_run_it(
+    env: tuple[Api, SignalRuntime, Tally], sql: psycopg.Connection[Any]
+) -> None:
+    """A replay removes the DEAD record and makes the signal due: for a reactor the holder
+    does not run, or has disabled, it would never run. Refused (400 naming the reactor), the
+    record kept; once the reactor is enabled again, the replay runs it."""
+    api, runtime, tally = env
+    admin = api.headers(Role.ADMIN)
+    sig = api.app.signals.emit("ORDER_PAID", "Order", 1, "order:1", 1)
+    sql.execute("UPDATE signals SET status = 'COMPLETED', processed_at = now()")
+    for reactor in ("tally", "gone"):  # "gone": a reactor since removed from the code
+        sql.execute(
+            "INSERT INTO signal_reactor_status (signal_id, reactor_name, status, retry_count)"
+            " VALUES (%s, %s, 'DEAD', 2)",
+            [sig.signal_id, reactor],
+        )
+
+    def replay(reactor: str) -> Any:
+        return api.client.post(f"{BASE}/{sig.signal_id}/reactors/{reactor}/retry", headers=admin)
+
+    def dead() -> list[str]:
+        found = sql.execute(
+            "SELECT reactor_name FROM signal_reactor_status WHERE status = 'DEAD' ORDER BY 1"
+        )
+        return [r[0] for r in found.fetchall()]
+
+    async def enable(on: bool) -> None:
+        switch = f"{BASE}/reactors/tally/enabled"
+        status(await api.client.put(switch, json={"enabled": on}, headers=admin), 204)
+
+    refused = status(await replay("gone"), 400)
+    assert refused["field"] == "reactor"
+    assert "not a reactor the SIGNAL_MASTER holder runs" in refused["detail"]
+    await enable(False)
+    assert "disabled" in status(await replay("tally"), 400)["detail"]
+    assert dead() == ["gone", "tally"]  # both records kept
+    status(await replay("nope"), 404)  # no delivery of it at all
+
+    status(
+        await api.client.put(
+            f"{BASE}/reactors/tally/enabled", json={"enabled": True}, headers=admin
+        ),
+        204,
+    )
+    assert status(await replay("tally"), 200)["status"] == "PROCESSING"
+    await runtime.processor.run_once()
+    assert tally.handled == [sig.signal_id]
+    assert dead() == ["gone"]

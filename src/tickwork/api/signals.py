@@ -386,8 +386,9 @@ async def retry(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
 async def retry_delivery(signal_id: IdPath, name: str, svc: Svc, who: Caller) -> Any:
     """Run one reactor's DEAD delivery of a signal again: the delivery starts afresh, the
     signal is due now; the reactors that completed are not run again (400 unless the
-    delivery is DEAD)."""
-    return await admin.retry_delivery(svc.pool, svc.store, signal_id, name, who.actor)
+    delivery is DEAD, and unless the SIGNAL_MASTER holder runs the reactor enabled)."""
+    held = await _held(svc, Role.SIGNAL_MASTER)
+    return await admin.retry_delivery(svc.pool, svc.store, signal_id, name, who.actor, held=held)
 
 
 @router.post("/{signal_id}/cancel", response_model=Signal, responses=NO_SIGNAL)

@@ -115,13 +115,17 @@ def _configured(view: admin.ReactorView) -> ConfiguredReactorOut:
     )
 
 
-async def _reactor_views(the_app: App, pool: AsyncConnectionPool[Any]) -> list[admin.ReactorView]:
-    # the SIGNAL_MASTER holder's reactors and configuration, as it published them (this
-    # app's own when nobody holds the lease)
+async def holder_control(the_app: App, pool: AsyncConnectionPool[Any]) -> admin.HeldControl:
+    """The SIGNAL_MASTER holder's reactors and configuration, as it published them (this
+    app's own when nobody holds the lease)."""
     local = RuntimeControl(the_app.settings.signals)
-    held = await admin.held_control(
+    return await admin.held_control(
         pool, the_app.db.store, Role.SIGNAL_MASTER, local, the_app.reactors
     )
+
+
+async def _reactor_views(the_app: App, pool: AsyncConnectionPool[Any]) -> list[admin.ReactorView]:
+    held = await holder_control(the_app, pool)
     return await admin.reactors_view(pool, the_app.db.store, held)
 
 

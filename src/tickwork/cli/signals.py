@@ -26,6 +26,7 @@ from tickwork.cli.common import (
     run_with_pool,
     utc_time,
 )
+from tickwork.cli.reactors import holder_control
 from tickwork.queue.admin import DEFAULT_PAGE, MAX_PAGE, Page
 from tickwork.signals import admin
 from tickwork.signals.records import Signal
@@ -217,12 +218,14 @@ def signals_retry(
         )
         typer.echo(f"signal {signal.id} is {signal.status.value}")
         return
-    signal = run_with_pool(
-        app,
-        lambda the_app, pool: admin.retry_delivery(
-            pool, the_app.db.store, signal_id, reactor, actor
-        ),
-    )
+
+    async def replay(the_app: App, pool: AsyncConnectionPool[Any]) -> Signal:
+        held = await holder_control(the_app, pool)
+        return await admin.retry_delivery(
+            pool, the_app.db.store, signal_id, reactor, actor, held=held
+        )
+
+    signal = run_with_pool(app, replay)
     typer.echo(f"signal {signal.id} is {signal.status.value}; reactor {reactor} runs again")
 
 

@@ -208,16 +208,40 @@ async def retry(pool: AsyncConnectionPool[Any], store: Store, signal_id: int, ac
 
 
 async def retry_delivery(
-    pool: AsyncConnectionPool[Any], store: Store, signal_id: int, reactor: str, actor: str
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    signal_id: int,
+    reactor: str,
+    actor: str,
+    *,
+    held: HeldControl,
 ) -> Signal:
     """One reactor's DEAD delivery of a signal run again: the delivery starts afresh and the
-    signal is due now (its other reactors are not run again if they completed)."""
+    signal is due now (its other reactors are not run again if they completed). Refused
+    (:class:`InvalidInput`) unless the SIGNAL_MASTER holder (``held``) runs the reactor and
+    has it enabled: the replay would remove the DEAD record and never run."""
+    detail = await get_signal(pool, store, signal_id)  # 404 for an unknown signal
+    if all(d.reactor_name != reactor for d in detail.deliveries):
+        raise NotFoundError("delivery", f"{signal_id}/{reactor}")
+    if all(r["name"] != reactor for r in held.reactors):
+        raise InvalidInput(
+            "reactor",
+            reactor,
+            "is not a reactor the SIGNAL_MASTER holder runs: a replayed delivery would never"
+            " run (deploy the reactor, then replay)",
+        )
+    if not held.switches.reactor(reactor).enabled.effective:
+        raise InvalidInput(
+            "reactor",
+            reactor,
+            "is disabled on the SIGNAL_MASTER holder: a replayed delivery would be passed over"
+            " (enable the reactor, then replay)",
+        )
     async with pool.connection() as conn:
         row = await store.signal_delivery_retry(
             conn, signal_id=signal_id, reactor=reactor, actor=actor
         )
-    if row is None:
-        await get_signal(pool, store, signal_id)  # 404 for an unknown signal
+    if row is None:  # replayed by someone else meanwhile: it is no longer there
         raise NotFoundError("delivery", f"{signal_id}/{reactor}")
     if not row["reset"]:
         raise InvalidInput(

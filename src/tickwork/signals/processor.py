@@ -126,7 +126,9 @@ class SignalProcessor(SignalService):
                 continue
             routed.append(reactor.name)
             delivered.append(await self._deliver(reactor, signal))
-        async with self.pool.connection() as conn:
+        async with self.pool.connection() as conn, conn.transaction():
+            # under the signal's lock, so an operator's retry of a delivery meanwhile is seen
+            await self.store.signal_lock(conn, signal_id=signal.id)
             settled = await self.store.signal_settle(conn, signal_id=signal.id, reactors=routed)
         status = SignalStatus(settled["status"]) if settled else signal.status
         if settled and settled["dead_reactors"]:

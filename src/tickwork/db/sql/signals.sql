@@ -92,11 +92,19 @@ SET retry_count = r.retry_count + 1,
             secs => least(%(backoff)s * power(2, r.retry_count), %(backoff_cap)s)) END
 RETURNING r.status, r.retry_count, r.next_retry_at;
 
+-- name: signal_lock
+-- Lock one signal's row until the transaction ends: the processor settles a signal under it,
+-- so an operator's retry of a delivery (which locks the row too) is either wholly before the
+-- settle's snapshot or waits for it to commit, never read half.
+SELECT id FROM {schema}.signals WHERE id = %(signal_id)s FOR UPDATE;
+
 -- name: signal_settle
 -- Derive a signal's status from the delivery rows of the reactors it was routed to
 -- (%(reactors)s): any FAILED (retries remain) -> stays PROCESSING, due again at the earliest
--- retry; otherwise (all COMPLETED or DEAD, or no reactor at all) -> COMPLETED. DEAD
--- reactors are named in error_message (and logged by the processor).
+-- retry; a routed reactor with no row (an operator retried its DEAD delivery during the
+-- pass, which removes the row) -> stays PROCESSING, due now; otherwise (all COMPLETED or
+-- DEAD, or no reactor at all) -> COMPLETED. DEAD reactors are named in error_message (and
+-- logged by the processor). Run after signal_lock, in its transaction.
 WITH delivery AS (
     SELECT reactor_name, status, next_retry_at, error_message
     FROM {schema}.signal_reactor_status
@@ -104,19 +112,23 @@ WITH delivery AS (
 ), failed AS (
     SELECT min(next_retry_at) AS next_retry_at, count(*) AS n
     FROM delivery WHERE status = 'FAILED'
+), replayed AS (
+    SELECT count(*) AS n
+    FROM unnest(%(reactors)s::text[]) AS routed(name)
+    WHERE NOT EXISTS (SELECT 1 FROM delivery d WHERE d.reactor_name = routed.name)
 ), dead AS (
     SELECT string_agg(reactor_name || ': ' || coalesce(error_message, ''), '; '
                       ORDER BY reactor_name) AS summary
     FROM delivery WHERE status = 'DEAD'
 )
 UPDATE {schema}.signals s
-SET status = CASE WHEN f.n > 0 THEN 'PROCESSING' ELSE 'COMPLETED' END,
-    next_retry_at = f.next_retry_at,
-    processed_at = CASE WHEN f.n > 0 THEN s.processed_at ELSE now() END,
+SET status = CASE WHEN f.n + r.n > 0 THEN 'PROCESSING' ELSE 'COMPLETED' END,
+    next_retry_at = CASE WHEN r.n > 0 THEN now() ELSE f.next_retry_at END,
+    processed_at = CASE WHEN f.n + r.n > 0 THEN s.processed_at ELSE now() END,
     error_message = CASE WHEN d.summary IS NOT NULL THEN 'dead reactors: ' || d.summary
-                         WHEN f.n > 0 THEN 'reactor retry due'
+                         WHEN f.n + r.n > 0 THEN 'reactor retry due'
                          ELSE NULL END
-FROM failed f, dead d
+FROM failed f, replayed r, dead d
 WHERE s.id = %(signal_id)s AND s.status = 'PROCESSING'
 RETURNING s.status, s.next_retry_at, d.summary AS dead_reactors;
 

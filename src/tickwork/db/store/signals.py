@@ -100,6 +100,10 @@ class SignalStatements(Runner):
             )
         )[0]
 
+    async def signal_lock(self, conn: AsyncConn, *, signal_id: int) -> None:
+        """Lock the signal's row until the transaction ends (before :meth:`signal_settle`)."""
+        await self._rows(conn, "signal_lock", {"signal_id": signal_id})
+
     async def signal_settle(
         self, conn: AsyncConn, *, signal_id: int, reactors: Sequence[str]
     ) -> Row | None:
