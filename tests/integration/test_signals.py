@@ -566,6 +566,43 @@ async def test_overrides_of_a_process_that_lost_the_signal_leases_are_dropped(
     assert stored == [(runtime.leases.holder_id, "processor")]
 
 
+async def test_overrides_do_not_come_back_with_a_holder_that_lost_the_leases_in_between(
+    env: tuple[App, SignalRuntime], sql: psycopg.Connection[Any]
+) -> None:
+    """A -> B -> A: what was set for A's first tenure does not apply to its second (the
+    seed: a change of holder drops the overrides), even when nothing was written while B
+    held the leases to clean them up."""
+    app, runtime = env
+    both = [Role.SIGNAL_MASTER, Role.SWEEP_MASTER]
+    holders = await signal_admin.set_switch(runtime.pool, runtime.store, "processor", False, both)
+    assert holders == [runtime.leases.holder_id]
+    await runtime.sync_control()
+    assert runtime.control.processor().effective is False
+
+    # A's leases lapse and B takes them (as B's heartbeat would), then B's lapse and A's
+    # heartbeat takes them back
+    other = app.signal_runtime(runtime.pool, holder_id="holder-b")
+    sql.execute("UPDATE leases SET expires_at = now() - interval '1 s'")
+    await other.leases.run_once()
+    assert other.leases.holds(Role.SIGNAL_MASTER)
+    sql.execute("UPDATE leases SET expires_at = now() - interval '1 s'")
+    await runtime.leases.run_once()
+    assert runtime.leases.holds(Role.SIGNAL_MASTER)
+
+    await runtime.sync_control()
+    assert runtime.control.processor().override is None
+    assert runtime.control.processor().effective is True
+    held = await signal_admin.held_control(
+        runtime.pool, runtime.store, Role.SIGNAL_MASTER, runtime.control, app.reactors
+    )
+    assert held.switches.processor().override is None
+    # a switch set now applies to the new tenure (and the stale row is gone)
+    await signal_admin.set_switch(runtime.pool, runtime.store, "sweeps", False, both)
+    await runtime.sync_control()
+    assert runtime.control.sweeps().effective is False
+    assert rows(sql, "SELECT switch FROM signal_overrides") == [("sweeps",)]
+
+
 async def test_operator_retry_and_cancel(
     env: tuple[App, SignalRuntime], sql: psycopg.Connection[Any]
 ) -> None:

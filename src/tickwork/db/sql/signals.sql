@@ -287,29 +287,33 @@ ORDER BY reactor_name, id DESC;
 -- name: signal_override_set
 -- Set (%(value)s JSON) or drop (NULL) the override %(switch)s for every process that holds
 -- one of %(leases)s now; those holders' ids (none: nobody holds them, nothing was stored).
--- The overrides of holders that hold neither signal lease any more are deleted on the way
+-- The overrides that no longer apply (see the view signal_overrides_live: their holder
+-- holds neither signal lease, or took one back after losing both) are deleted on the way
 -- (a process keeps one holder id for all its leases: holding SCHEDULER does not count).
 WITH holders AS (
     SELECT DISTINCT holder FROM {schema}.leases
     WHERE name = ANY(%(leases)s::text[]) AND expires_at > now()
 ), stale AS (
     DELETE FROM {schema}.signal_overrides o
-    WHERE NOT EXISTS (SELECT 1 FROM {schema}.leases l
-                      WHERE l.holder = o.holder AND l.expires_at > now()
-                        AND l.name IN ('SIGNAL_MASTER', 'SWEEP_MASTER'))
+    WHERE NOT EXISTS (SELECT 1 FROM {schema}.signal_overrides_live v
+                      WHERE v.holder = o.holder AND v.switch = o.switch)
 ), dropped AS (
     DELETE FROM {schema}.signal_overrides o USING holders h
     WHERE %(value)s::jsonb IS NULL AND o.holder = h.holder AND o.switch = %(switch)s
 ), stored AS (
-    INSERT INTO {schema}.signal_overrides (holder, switch, value)
-    SELECT holder, %(switch)s, %(value)s::jsonb FROM holders WHERE %(value)s::jsonb IS NOT NULL
-    ON CONFLICT (holder, switch) DO UPDATE SET value = EXCLUDED.value, set_at = now()
+    -- set_at: the clock now, after this statement's snapshot, so never before the
+    -- acquired_at of a lease the snapshot shows (now() is the transaction's start)
+    INSERT INTO {schema}.signal_overrides (holder, switch, value, set_at)
+    SELECT holder, %(switch)s, %(value)s::jsonb, clock_timestamp()
+    FROM holders WHERE %(value)s::jsonb IS NOT NULL
+    ON CONFLICT (holder, switch) DO UPDATE SET value = EXCLUDED.value, set_at = EXCLUDED.set_at
 )
 SELECT coalesce(array_agg(holder ORDER BY holder), '{}') AS holders FROM holders;
 
 -- name: signal_overrides_of
--- The overrides set for one holder: rows switch, value.
-SELECT switch, value FROM {schema}.signal_overrides WHERE holder = %(holder)s ORDER BY switch;
+-- The overrides that apply to one holder now: rows switch, value.
+SELECT switch, value FROM {schema}.signal_overrides_live
+WHERE holder = %(holder)s ORDER BY switch;
 
 -- name: signal_config_publish
 -- A holder's configuration (its switches and reactors, JSON), for the other processes to
@@ -328,7 +332,8 @@ ON CONFLICT (holder) DO UPDATE SET config = EXCLUDED.config, published_at = now(
 -- The live holder of lease %(lease)s, its published configuration and its overrides (an
 -- object switch -> value); no row when nobody holds it.
 SELECT l.holder, c.config,
-       coalesce((SELECT jsonb_object_agg(o.switch, o.value) FROM {schema}.signal_overrides o
+       coalesce((SELECT jsonb_object_agg(o.switch, o.value)
+                 FROM {schema}.signal_overrides_live o
                  WHERE o.holder = l.holder), '{}'::jsonb) AS overrides
 FROM {schema}.leases l
 LEFT JOIN {schema}.signal_holder_config c ON c.holder = l.holder
