@@ -184,7 +184,7 @@ async def test_reactor_switches_and_sweep(env: tuple[Api, SignalRuntime, Tally])
         204,
     )
     assert runtime.control.reactor("tally").organisations.effective == {"7", "8"}
-    for bad in ([True], [""], ["x" * 101], [1.5], "7"):
+    for bad in ([True], [""], ["x" * 101], [1.5], "7", list(range(10_001))):
         refused = await api.client.put(
             f"{BASE}/reactors/tally/organisations", json={"organisations": bad}, headers=admin
         )

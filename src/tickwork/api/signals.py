@@ -125,10 +125,15 @@ def _organisation_text(value: str | int) -> str:
 OrganisationId = Annotated[str | int, AfterValidator(_organisation_text)]
 
 
+MAX_ORGANISATIONS = 10_000
+"""Most organisations one override names (it is stored, and read at every pass)."""
+
+
 class OrganisationsIn(In):
     organisations: list[OrganisationId] | None = Field(
+        max_length=MAX_ORGANISATIONS,
         description='organisation ids, text or integers (7 and "7" are the same); empty: no'
-        " organisation; null: drop the override (back to the config)"
+        " organisation; null: drop the override (back to the config)",
     )
 
 
