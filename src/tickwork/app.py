@@ -32,6 +32,13 @@ from tickwork.db.driver_errors import (
 from tickwork.db.migrate import migrate
 from tickwork.db.store import AsyncConn, Conn, Row, Store
 from tickwork.db.store.jobs import JobRow
+from tickwork.definitions.records import (
+    HTTP_QUEUE,
+    HTTP_TASK,
+    JOB_TIMEOUT,
+    SCRIPT_QUEUES,
+    SCRIPT_TASK,
+)
 from tickwork.errors import (
     ConfigError,
     EnqueueError,
@@ -62,6 +69,7 @@ from tickwork.queue.options import TaskOptions, task_options
 from tickwork.queue.retention import Retention
 from tickwork.queue.wait import wait_async
 from tickwork.queue.watchdog import Watchdog
+from tickwork.runtimes.handlers import Runtimes, job_backoff
 from tickwork.schedule import admin as schedule_admin
 from tickwork.schedule.admin import check_schedule_name
 from tickwork.schedule.cron import CronSchedule
@@ -108,6 +116,20 @@ class App:
         self.reactors.add(SignalRetention(self.db.store, self.settings.signals.retention_days))
         self.signals = Signals(self.db)
         """Emit domain signals: ``app.signals.emit(...)`` / ``emit_async``."""
+        self._register_runtimes()
+
+    def _register_runtimes(self) -> None:
+        """The tasks of definitions' runs (``tickwork.http``, ``tickwork.script``): every
+        app has them, so any worker given a runtime's queue can run its definitions."""
+        runtimes = Runtimes(self.db, self.settings)
+        for name, queue, handler in (
+            (HTTP_TASK, HTTP_QUEUE, runtimes.http),
+            (SCRIPT_TASK, SCRIPT_QUEUES["bash"], runtimes.script),
+        ):
+            task = self.task(
+                name=name, queue=queue, timeout=JOB_TIMEOUT, max_attempts=3, pass_context=True
+            )(handler)
+            task.job_backoff = job_backoff
 
     # -- registration -------------------------------------------------------------------
 

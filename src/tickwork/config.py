@@ -106,6 +106,8 @@ SCHEDULE_NAME = re.compile(r"^[\w.:<>@+-]{1,200}\Z")
 """A schedule's name: it stands in URL paths and log lines, so no slashes, spaces or
 control characters (letters, digits and ``_.:<>@+-``: a task's default name, such as
 ``app.jobs.<locals>.report``, fits)."""
+DEFINITION_SCHEDULE_PREFIX = "definition:"
+"""A definition's schedule is named ``definition:<id>``; no other schedule may be."""
 
 
 MAX_SECONDS = 100 * 365 * 86400.0
@@ -347,6 +349,81 @@ class SignalSettings(BaseModel):
         return ReactorSettings(enabled=name == SIGNAL_RETENTION_REACTOR)
 
 
+MAX_EXEC_TIMEOUT = 30 * 60.0
+"""The longest a definition's one HTTP call or one script process may run (30 minutes)."""
+EXEC_TIMEOUT_MARGIN = 5 * 60.0
+"""A definition's job timeout is the cap plus this: a safety net for a run that somehow
+outlives its own ``exec_timeout``, never the limit that normally applies."""
+DEFAULT_EXEC_TIMEOUT = 60.0
+
+
+class HttpRuntimeSettings(BaseModel):
+    """The HTTP runtime: its queue's concurrency and what its calls may reach."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    concurrency: int = Field(20, ge=1, le=200)
+    allow_networks: list[str] = Field(default_factory=list)
+    """Networks (CIDR) an HTTP definition may reach although they are private, loopback or
+    otherwise refused by the SSRF guard, e.g. ``["10.20.0.0/16"]`` for internal services."""
+    max_response_bytes: int = Field(256 * 1024, ge=0, le=16 * 1024 * 1024)
+    """The body a run's result keeps (the rest is read and dropped, flagged truncated)."""
+    max_redirects: int = Field(5, ge=0, le=20)
+
+    @model_validator(mode="after")
+    def _check(self) -> HttpRuntimeSettings:
+        for network in self.allow_networks:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"runtimes.http.allow_networks ({network!r}) must be a network, e.g. "
+                    "10.0.0.0/8 or 127.0.0.1/32"
+                ) from None
+        return self
+
+
+class ScriptRuntimeSettings(BaseModel):
+    """The script runtimes: isolation of each script process and its limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    concurrency: int = Field(5, ge=1, le=100)
+    uid: int = Field(65532, ge=1)
+    """The user scripts run as when the worker runs as root (never root itself)."""
+    gid: int = Field(65532, ge=1)
+    cpu_seconds: int = Field(600, ge=1)
+    """RLIMIT_CPU of a script process (and each of its children)."""
+    memory_bytes: int = Field(2 * 1024**3, ge=64 * 1024**2)
+    """RLIMIT_AS of each script process; node and groovy reserve address space up front, so
+    their floor is raised to what their runtime needs (see docs/definitions.md)."""
+    processes: int = Field(256, ge=1)
+    """RLIMIT_NPROC: processes of the script user at once (a fork bomb stops here)."""
+    file_bytes: int = Field(64 * 1024**2, ge=0)
+    """RLIMIT_FSIZE: the largest file a script may write."""
+    max_output_bytes: int = Field(64 * 1024, ge=0, le=16 * 1024 * 1024)
+    """Of stdout and of stderr each, what a run's result keeps (flagged truncated beyond)."""
+    kill_grace: float = Field(2.0, ge=0, le=60)
+    """Seconds between SIGTERM and SIGKILL to a script's process group."""
+    workdir: Path | None = None
+    """Where each run's fresh working directory is made (the system's temp dir if unset)."""
+    bash: str = "bash"
+    python: str = "/usr/bin/python3"
+    node: str = "node"
+    groovy: str = "groovy"
+    typescript: str = "esbuild"
+    """The TypeScript transpiler (esbuild); its output runs on ``node``."""
+
+
+class RuntimeSettings(BaseModel):
+    """The runtimes of operator-defined HTTP and script jobs (docs/definitions.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    http: HttpRuntimeSettings = Field(default_factory=lambda: HttpRuntimeSettings())
+    scripts: ScriptRuntimeSettings = Field(default_factory=lambda: ScriptRuntimeSettings())
+
+
 class Settings(BaseSettings):
     """All of tickwork's configuration."""
 
@@ -372,6 +449,7 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=lambda: AuthSettings())
     api: ApiSettings = Field(default_factory=lambda: ApiSettings())
     signals: SignalSettings = Field(default_factory=lambda: SignalSettings())
+    runtimes: RuntimeSettings = Field(default_factory=lambda: RuntimeSettings())
     admin_email: str | None = None
     """``TICKWORK_ADMIN_EMAIL``: short for ``auth.admin_email`` (which wins when both are set)."""
     admin_password: SecretStr | None = None

@@ -236,3 +236,28 @@ class SignalSupersededError(ConflictError):
             f"signal {signal_id} was not retried: pending signal {superseded_by} already holds"
             " the same type and aggregate key (the work is queued)"
         )
+
+
+class RunFailed(TickworkError):
+    """A definition's run (an HTTP call or a script) failed; the attempt fails and retries
+    by the definition's policy. The message names what happened, with secrets masked."""
+
+
+class AddressRefused(RunFailed):
+    """The SSRF guard refused an HTTP definition's target (its address is named)."""
+
+    def __init__(self, url: str, address: str, reason: str) -> None:
+        self.url = url
+        self.address = address
+        super().__init__(f"refused to connect to {address} (for {url}): {reason}")
+
+
+class RuntimeMissing(ConfigError):
+    """A runtime's interpreter is not installed on this machine."""
+
+    def __init__(self, runtime: str, command: str, package: str) -> None:
+        self.runtime = runtime
+        super().__init__(
+            f"runtime {runtime!r} needs {command!r}, which is not installed here "
+            f"(install {package}, or set runtimes.scripts.{runtime} to its path)"
+        )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from tickwork.db.store.jobs import JobRow
 from tickwork.errors import EnqueueError, TaskDefinitionError
+from tickwork.queue.backoff import Backoff
 from tickwork.queue.enqueue import (
     DEFAULT_CREATED_BY,
     JobSpec,
@@ -51,6 +52,9 @@ class Task(Generic[P, R]):
         self.name = name
         self.options = options
         self.pass_context = pass_context
+        self.job_backoff: Callable[[Job], Backoff] | None = None
+        """The retry wait of one job, when it depends on the job (a definition's run carries
+        its definition's policy); else ``options.backoff``."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self._signature = inspect.signature(fn)
         params = list(self._signature.parameters.values())[1 if pass_context else 0 :]

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tickwork.signals",
             "tickwork.auth",
             "tickwork.ops",
+            "tickwork.definitions",
             "tickwork.task",
         ),
     ),
@@ -34,6 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "tickwork.services",
             "tickwork.worker",
+            "tickwork.runtimes",
             "tickwork.queue.retention",
             "tickwork.queue.watchdog",
             "tickwork.schedule.scheduler",

@@ -10,7 +10,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from tickwork.config import SCHEDULE_NAME
+from tickwork.config import DEFINITION_SCHEDULE_PREFIX, SCHEDULE_NAME
 from tickwork.db.store import Store
 from tickwork.db.store.schedules import ScheduleFields
 from tickwork.errors import ConflictError, NotFoundError, ScheduleError
@@ -62,7 +62,21 @@ def check_schedule_name(name: Any) -> str:
         raise ScheduleError(
             "name", name, "must be 1-200 characters of letters, digits and _.:<>@+- (no spaces)"
         )
+    if name.startswith(DEFINITION_SCHEDULE_PREFIX):
+        raise ScheduleError(
+            "name", name, f"may not start with {DEFINITION_SCHEDULE_PREFIX!r} (definitions' own)"
+        )
     return name
+
+
+def _not_a_definitions(origin: str, name: str) -> None:
+    """A definition's schedule is changed through its definition (edit, pause, delete);
+    operators may still pause, resume and trigger it here."""
+    if origin == "definition":
+        raise ConflictError(
+            f"schedule {name!r} belongs to a definition; change, enable, disable or delete "
+            "it through /api/definitions (pause, resume and trigger work here too)"
+        )
 
 
 async def get(pool: AsyncConnectionPool[Any], store: Store, name: str) -> StoredSchedule:
@@ -117,6 +131,7 @@ async def edit(
 ) -> StoredSchedule:
     """Change some fields of an operator-stored schedule."""
     current = await get(pool, store, name)
+    _not_a_definitions(current.origin, name)
     if current.origin != "api":
         raise ConflictError(
             f"schedule {name!r} is defined in code; change it there (operators may pause, "
@@ -150,7 +165,7 @@ async def delete(pool: AsyncConnectionPool[Any], store: Store, name: str, *, act
         )
     if deleted is not None:
         return
-    await get(pool, store, name)  # 404 for an unknown name
+    _not_a_definitions((await get(pool, store, name)).origin, name)  # 404 for an unknown name
     async with pool.connection() as conn:
         definers = await store.schedule_definers(conn, name=name, stale_after=WORKER_STALE_AFTER)
     workers = ", ".join(f"{w['host']} pid {w['pid']}" for w in definers) or "a live worker"
@@ -180,6 +195,7 @@ async def set_enabled(
         row = await store.schedule_get(conn, name=name)
         if row is None:
             raise NotFoundError("schedule", name)
+        _not_a_definitions(row["origin"], name)
         next_run_at = CronSchedule.parse(row["cron"], row["timezone"]).next_after(row["db_now"])
         found = await store.schedule_set_enabled(
             conn, name=name, enabled=enabled, next_run_at=next_run_at, actor=actor

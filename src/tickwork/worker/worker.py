@@ -457,7 +457,8 @@ class Worker:
             self._progress.take(running.execution_id)  # so not a second time on its own
         delay = 0.0
         if state is ExecutionState.FAILED and task is not None:
-            delay = retry_delay(task.options.backoff, job.attempts)
+            policy = task.options.backoff if task.job_backoff is None else task.job_backoff(job)
+            delay = retry_delay(policy, job.attempts)
         # Even after a lost lease the write is attempted: the statement fences it off. The
         # attempt ends here; _written finishes it once the batch holding it has committed.
         self._completer.submit(

@@ -52,3 +52,8 @@ WITH gone AS (
     SELECT %(actor)s, 'variable.deleted', 'variable', g.name, '{}'::jsonb FROM gone g
 )
 SELECT name FROM gone;
+
+-- name: variable_values
+-- The variables a run references, with their values (secret ones too: the runtime masks
+-- them in whatever it stores). Never served by the API.
+SELECT name, value, secret FROM {schema}.variables WHERE name = ANY(%(names)s::text[]);

@@ -200,12 +200,13 @@ SELECT * FROM edited;
 -- operator-stored one (origin "api") always; a code-defined one only when no live worker
 -- (not stopped, seen within %(stale_after)s seconds) defines it: live code would write it
 -- back at its next start, and its code is where to change it; code that no longer runs
--- cannot be changed, so its schedule is the operator's to remove.
+-- cannot be changed, so its schedule is the operator's to remove. A definition's schedule
+-- (origin "definition") goes with its definition only.
 WITH gone AS (
     DELETE FROM {schema}.schedules s
     WHERE s.name = %(name)s
-      AND (s.origin = 'api' OR NOT EXISTS (  -- orphaned: no live process defines it
-          SELECT 1 FROM {schema}.workers w
+      AND (s.origin = 'api' OR s.origin = 'code' AND NOT EXISTS (  -- orphaned: no live
+          SELECT 1 FROM {schema}.workers w                           -- process defines it
           WHERE w.id = ANY(s.defined_by) AND w.stopped_at IS NULL
             AND w.last_seen_at >= now() - make_interval(secs => %(stale_after)s)))
     RETURNING s.name, s.origin

@@ -14,6 +14,7 @@ from tickwork.db.store.appconfig import AppConfigStatements
 from tickwork.db.store.attempts import AttemptStatements
 from tickwork.db.store.audit import AuditStatements
 from tickwork.db.store.auth import AuthStatements
+from tickwork.db.store.definitions import DefinitionStatements
 from tickwork.db.store.health import HealthStatements
 from tickwork.db.store.jobs import JobStatements
 from tickwork.db.store.leases import LeaseStatements
@@ -31,6 +32,7 @@ class Store(
     AttemptStatements,
     AuditStatements,
     AuthStatements,
+    DefinitionStatements,
     HealthStatements,
     JobStatements,
     LeaseStatements,

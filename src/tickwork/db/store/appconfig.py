@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tickwork.db.store.runner import AsyncConn, Row, Runner
 
 
@@ -23,6 +25,11 @@ class AppConfigStatements(Runner):
         """Rows ``name, value, secret, updated_at, updated_by`` of every variable, by name
         (``value`` None for a secret one)."""
         return await self._rows(conn, "variable_list", {})
+
+    async def variable_values(self, conn: AsyncConn, *, names: Sequence[str]) -> list[Row]:
+        """Rows ``name, value, secret`` of the variables named (secret values included: for
+        a runtime, which masks them; never for the API)."""
+        return await self._rows(conn, "variable_values", {"names": list(names)})
 
     async def variable_put(
         self, conn: AsyncConn, *, name: str, value: str, secret: bool, actor: str

@@ -1,0 +1,281 @@
+"""Operators' actions on definitions: create, read, list, edit, delete, enable/disable, and
+run now. Every write keeps the definition's schedule row in step, in the same transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.db.store import AsyncConn, Store
+from tickwork.db.store.definitions import DefinitionFields, DefinitionSchedule
+from tickwork.db.store.jobs import JobRow
+from tickwork.definitions.records import (
+    JOB_TIMEOUT,
+    NULLABLE_EDITS,
+    Definition,
+    DefinitionEditIn,
+    DefinitionIn,
+    dumps,
+    parsed,
+    queue_of,
+    schedule_name,
+)
+from tickwork.errors import ConflictError, InvalidInput, NotFoundError
+from tickwork.queue.enqueue import insert_plan
+from tickwork.schedule.cron import CronSchedule
+
+MAX_PAGE = 500
+
+
+def _fields(given: DefinitionIn) -> DefinitionFields:
+    retry = given.retry.model_dump()
+    return DefinitionFields(
+        name=given.name,
+        description=given.description,
+        spec=dumps(given.spec.model_dump()),
+        queue=queue_of(given.kind, given.spec),
+        cron=given.cron,
+        timezone=given.timezone,
+        exec_timeout=given.exec_timeout,
+        max_attempts=retry.pop("max_attempts"),
+        backoff=dumps(retry),
+        loop=None if given.loop is None else dumps(given.loop.model_dump()),
+        enabled=given.enabled,
+    )
+
+
+def _cron(given: DefinitionIn) -> CronSchedule | None:
+    """The definition's schedule (its cron and time zone checked), if it has one."""
+    if given.cron is None:
+        CronSchedule.parse("* * * * *", given.timezone)  # the zone is checked all the same
+        return None
+    return CronSchedule.parse(given.cron, given.timezone)
+
+
+async def _schedule(
+    conn: AsyncConn, store: Store, definition: Definition, cron: CronSchedule | None
+) -> None:
+    """Write (or remove) the definition's schedule row from what was just stored."""
+    name = schedule_name(definition.id)
+    if cron is None:
+        await store.definition_schedule_drop(conn, name=name)
+        return
+    now = await store.schedule_now(conn)
+    await store.definition_schedule_put(
+        conn,
+        schedule=DefinitionSchedule(
+            name=name,
+            task=definition.task,
+            args=dumps(definition.snapshot({"via": "schedule"})),
+            cron=cron.expression,
+            timezone=cron.timezone,
+            enabled=definition.enabled,
+            next_run_at=cron.next_after(now),
+            queue=definition.queue,
+            max_attempts=definition.retry["max_attempts"],
+            timeout=JOB_TIMEOUT,
+        ),
+    )
+
+
+async def create(
+    pool: AsyncConnectionPool[Any], store: Store, given: Mapping[str, Any], *, actor: str
+) -> Definition:
+    """Store a new definition (and its schedule, when it has a cron)."""
+    checked: DefinitionIn = parsed(DefinitionIn, given)
+    cron = _cron(checked)
+    async with pool.connection() as conn, conn.transaction():
+        row = await store.definition_create(
+            conn, kind=checked.kind, fields=_fields(checked), actor=actor
+        )
+        if row is None:
+            raise ConflictError(f"a definition named {checked.name!r} exists")
+        definition = Definition.from_row(row)
+        await _schedule(conn, store, definition, cron)
+    return definition
+
+
+async def get(pool: AsyncConnectionPool[Any], store: Store, definition_id: int) -> Definition:
+    """One definition."""
+    async with pool.connection() as conn:
+        row = await store.definition_get(conn, id=definition_id)
+    if row is None:
+        raise NotFoundError("definition", definition_id)
+    return Definition.from_row(row)
+
+
+async def find(pool: AsyncConnectionPool[Any], store: Store, key: str) -> int:
+    """A definition's id from its id or its name (as the CLI takes it)."""
+    async with pool.connection() as conn:
+        found = await store.definition_find(conn, name=key)
+    if found is not None:
+        return found
+    if key.isdigit():
+        return int(key)
+    raise NotFoundError("definition", key)
+
+
+def _like(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+async def page(
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    *,
+    kind: str | None = None,
+    enabled: bool | None = None,
+    name: str | None = None,
+    after: int = 0,
+    limit: int = 100,
+) -> tuple[list[Definition], int | None]:
+    """Definitions by id after ``after``, filtered (``name``: a part of it, any case); and
+    the cursor of the next page (None on the last)."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput("limit", limit, f"must be between 1 and {MAX_PAGE}")
+    async with pool.connection() as conn:
+        rows = await store.definition_list(
+            conn,
+            kind=kind,
+            enabled=enabled,
+            name_like=None if name is None else _like(name),
+            after=after,
+            limit=limit + 1,
+        )
+    items = [Definition.from_row(r) for r in rows[:limit]]
+    return items, (items[-1].id if len(rows) > limit else None)
+
+
+def _as_input(current: Definition) -> dict[str, Any]:
+    """A stored definition in the shape of :class:`DefinitionIn`."""
+    return {
+        "name": current.name,
+        "description": current.description,
+        "kind": current.kind,
+        current.kind: current.spec,
+        "cron": current.cron,
+        "timezone": current.timezone,
+        "exec_timeout": current.exec_timeout,
+        "retry": current.retry,
+        "loop": current.loop,
+        "enabled": current.enabled,
+    }
+
+
+async def edit(
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    definition_id: int,
+    changes: Mapping[str, Any],
+    *,
+    actor: str,
+    event: str = "definition.edited",
+) -> Definition:
+    """Change some fields; the rest stay. The next run (scheduled, run now, webhook) uses
+    the edit; runs already made keep the version they were made with."""
+    given: DefinitionEditIn = parsed(DefinitionEditIn, changes)
+    edits = given.model_dump(exclude_unset=True)
+    for field, value in edits.items():
+        if value is None and field not in NULLABLE_EDITS:
+            raise InvalidInput(field, None, "may not be null (leave it out to keep it)")
+    async with pool.connection() as conn, conn.transaction():
+        row = await store.definition_get_locked(conn, id=definition_id)
+        if row is None:
+            raise NotFoundError("definition", definition_id)
+        current = Definition.from_row(row)
+        other = "script" if current.kind == "http" else "http"
+        if other in edits:
+            raise InvalidInput(other, None, f"definition {current.name!r} is {current.kind}")
+        # what was given, as given (sub-models with their defaults filled in)
+        merged = _as_input(current) | {k: getattr(given, k) for k in edits}
+        checked: DefinitionIn = parsed(
+            DefinitionIn,
+            {k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in merged.items()},
+        )
+        cron = _cron(checked)
+        stored = await store.definition_update(
+            conn,
+            id=definition_id,
+            fields=_fields(checked),
+            event=event,
+            changed=dumps(sorted(edits)),
+            actor=actor,
+        )
+        if stored is None:
+            raise NotFoundError("definition", definition_id)
+        definition = Definition.from_row(stored)
+        await _schedule(conn, store, definition, cron)
+    return definition
+
+
+async def set_enabled(
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    definition_id: int,
+    enabled: bool,
+    *,
+    actor: str,
+) -> Definition:
+    """Pause (disable) or resume a definition: a paused one is not scheduled and refuses
+    webhooks; an operator may still run it now. A resumed schedule goes on from its next
+    fire time after now."""
+    event = "definition.resumed" if enabled else "definition.paused"
+    return await edit(pool, store, definition_id, {"enabled": enabled}, actor=actor, event=event)
+
+
+async def delete(
+    pool: AsyncConnectionPool[Any], store: Store, definition_id: int, *, actor: str
+) -> None:
+    """Delete a definition and its schedule; its runs stay as jobs (a run in flight ends
+    with the snapshot it was made with)."""
+    async with pool.connection() as conn:
+        gone = await store.definition_delete(conn, id=definition_id, actor=actor)
+    if gone is None:
+        raise NotFoundError("definition", definition_id)
+
+
+async def run_now(
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    definition_id: int,
+    *,
+    actor: str,
+    trigger: Mapping[str, Any] | None = None,
+    event: str = "definition.run",
+    require_enabled: bool = False,
+) -> int:
+    """Enqueue one run now with the definition as it is (audited with the job's id); the
+    job's id. ``require_enabled``: a paused definition answers 409 (webhooks)."""
+    async with pool.connection() as conn, conn.transaction():
+        row = await store.definition_get_locked(conn, id=definition_id)
+        if row is None:
+            raise NotFoundError("definition", definition_id)
+        definition = Definition.from_row(row)
+        if require_enabled and not definition.enabled:
+            raise ConflictError(f"definition {definition.name!r} is paused")
+        job = JobRow(
+            queue=definition.queue,
+            task=definition.task,
+            args=definition.snapshot({"via": "operator", "actor": actor, **(trigger or {})}),
+            priority=0,
+            max_attempts=definition.retry["max_attempts"],
+            run_at=None,
+            timeout=JOB_TIMEOUT,
+            unique_key=None,
+            created_by=actor,
+        )
+        plan = insert_plan([job])
+        answer = await store.job_insert(conn, job=plan.sent[0], args=plan.args)
+        job_id: int = answer["id"]
+        await store.definition_run_audit(
+            conn,
+            id=definition.id,
+            job_id=job_id,
+            version=definition.version,
+            event=event,
+            actor=actor,
+        )
+    return job_id

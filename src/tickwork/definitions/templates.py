@@ -1,0 +1,75 @@
+"""Global variables in definitions: ``{{ vars.NAME }}`` references, their values when a run
+starts, and the masking of secret values in whatever a run stores or logs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from tickwork.db.store import Store
+from tickwork.errors import RunFailed
+
+REFERENCE = re.compile(r"\{\{\s*vars\.([A-Za-z_][A-Za-z0-9_.-]{0,127})\s*\}\}")
+MASK = "***"
+MIN_MASKED = 4
+"""Secret values shorter than this are not masked by value (masking every "a" in an output
+would garble it, and a value that short is no secret); docs/definitions.md says so."""
+
+
+def referenced(texts: Iterable[str | None]) -> set[str]:
+    """The variable names referenced in ``texts``."""
+    return {m.group(1) for text in texts if text for m in REFERENCE.finditer(text)}
+
+
+@dataclass(frozen=True, slots=True)
+class Variables:
+    """The values of the variables a run uses, and a masker of the secret ones."""
+
+    values: dict[str, str]
+    secrets: tuple[str, ...] = field(default=())
+
+    def render(self, text: str) -> str:
+        """``text`` with each reference replaced by its value."""
+
+        def value(match: re.Match[str]) -> str:
+            return self.values[match.group(1)]
+
+        return REFERENCE.sub(value, text)
+
+    def mask(self, text: str) -> str:
+        """``text`` with every secret value replaced by ``***``."""
+        for secret in self.secrets:
+            text = text.replace(secret, MASK)
+        return text
+
+    def masked(self, value: Any) -> Any:
+        """:meth:`mask` through a JSON value's strings (keys and values)."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, dict):
+            return {self.mask(str(k)): self.masked(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.masked(v) for v in value]
+        return value
+
+
+async def load(pool: AsyncConnectionPool[Any], store: Store, names: set[str]) -> Variables:
+    """The variables named, read when the run starts; a missing one fails the run, named."""
+    if not names:
+        return Variables({})
+    async with pool.connection() as conn:
+        rows = await store.variable_values(conn, names=sorted(names))
+    found = {r["name"]: r for r in rows}
+    missing = sorted(names - found.keys())
+    if missing:
+        raise RunFailed(f"variable(s) {', '.join(missing)} do not exist")
+    secrets = sorted(
+        (r["value"] for r in rows if r["secret"] and len(r["value"]) >= MIN_MASKED),
+        key=len,
+        reverse=True,  # a longer secret holding a shorter one is masked whole
+    )
+    return Variables({n: r["value"] for n, r in found.items()}, tuple(secrets))

@@ -1,0 +1,128 @@
+"""The tasks ``tickwork.http`` and ``tickwork.script``: a definition's run, from the snapshot
+its job carries, and its loop rule (the next run enqueued when this one succeeded)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from tickwork.config import Settings
+from tickwork.db.database import Database
+from tickwork.db.store.jobs import JobRow
+from tickwork.definitions.records import JOB_TIMEOUT, RetryPolicy
+from tickwork.definitions.templates import Variables, load, referenced
+from tickwork.errors import RunFailed
+from tickwork.queue.backoff import Backoff
+from tickwork.queue.enqueue import insert_plan
+from tickwork.runtimes import http, script
+from tickwork.runtimes.netguard import networks
+from tickwork.types import Job
+from tickwork.worker.context import JobContext
+
+log = logging.getLogger("tickwork.runtimes")
+
+
+def job_backoff(job: Job) -> Backoff:
+    """The retry wait of a definition's run: its definition's policy, as snapshotted."""
+    retry = dict(job.args.get("policy", {}).get("retry", {}))
+    retry.pop("max_attempts", None)
+    return RetryPolicy.model_validate({"max_attempts": 1, **retry}).backoff()
+
+
+class Runtimes:
+    """The handlers of definitions' runs, on this process's database and settings."""
+
+    def __init__(self, db: Database, settings: Settings) -> None:
+        self.db = db
+        self.settings = settings.runtimes
+        self.allow = networks(settings.runtimes.http.allow_networks)
+
+    async def _variables(self, texts: list[str | None], names: list[str]) -> Variables:
+        pool = await self.db.async_pool()
+        return await load(pool, self.db.store, referenced(texts) | set(names))
+
+    async def http(
+        self,
+        ctx: JobContext,
+        definition: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        policy: Mapping[str, Any],
+        trigger: Mapping[str, Any] | None = None,
+        loop: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One run of an HTTP definition."""
+        texts = [spec["url"], spec.get("body"), *spec.get("headers", {}).values()]
+        variables = await self._variables(texts, [])
+        try:
+            result = await http.call(
+                spec,
+                exec_timeout=policy["exec_timeout"],
+                variables=variables,
+                settings=self.settings.http,
+                allow=self.allow,
+            )
+        except RunFailed as exc:
+            raise RunFailed(variables.mask(str(exc))) from None
+        await self._loop(ctx, definition, loop, policy)
+        return result
+
+    async def script(
+        self,
+        ctx: JobContext,
+        definition: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        policy: Mapping[str, Any],
+        trigger: Mapping[str, Any] | None = None,
+        loop: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One run of a script definition."""
+        variables = await self._variables([], list(spec.get("variables", [])))
+        try:
+            result = await script.run(
+                spec,
+                exec_timeout=policy["exec_timeout"],
+                variables=variables,
+                settings=self.settings.scripts,
+            )
+        except RunFailed as exc:
+            raise RunFailed(variables.mask(str(exc))) from None
+        await self._loop(ctx, definition, loop, policy)
+        return result
+
+    async def _loop(
+        self,
+        ctx: JobContext,
+        definition: Mapping[str, Any],
+        loop: Mapping[str, Any] | None,
+        policy: Mapping[str, Any],
+    ) -> None:
+        """The loop rule: after a success, the next run ``every`` seconds later, while runs
+        are left. Keyed by the loop's first job and the run's number, so a retried success
+        enqueues it once."""
+        rule = policy.get("loop")
+        if not rule:
+            return
+        root = loop["root"] if loop else ctx.job.id
+        done = loop["run"] if loop else 0
+        if done >= rule["times"]:
+            return
+        pool = await self.db.async_pool()
+        args = dict(ctx.job.args) | {"loop": {"root": root, "run": done + 1}}
+        async with pool.connection() as conn:
+            now = await self.db.store.schedule_now(conn)  # the database's clock
+        row = JobRow(
+            queue=ctx.job.queue,
+            task=ctx.job.task,
+            args=args,
+            priority=ctx.job.priority,
+            max_attempts=ctx.job.max_attempts,
+            run_at=now + timedelta(seconds=rule["every"]),
+            timeout=JOB_TIMEOUT,
+            unique_key=f"definition:{definition['id']}:loop:{root}:{done + 1}",
+            created_by=f"loop:{root}",
+        )
+        plan = insert_plan([row])
+        async with pool.connection() as conn:
+            await self.db.store.job_insert(conn, job=plan.sent[0], args=plan.args)

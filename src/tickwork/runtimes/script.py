@@ -1,0 +1,279 @@
+"""The script runtime: one run of a script definition, isolated.
+
+A script runs in a fresh working directory (removed afterwards), as its own process group,
+with an environment built from an allow-list (PATH, LANG, HOME and TMPDIR set to the work
+directory) plus the variables it names: never the worker's environment (its database URL,
+its secrets). As root, it runs as an unprivileged user (``runtimes.scripts.uid``/``gid``).
+Its limits (CPU time, address space, processes, file size) are set by ``prlimit`` and its
+time by coreutils' ``timeout``, which kills the whole group at ``exec_timeout`` even when the
+worker itself was killed meanwhile: no script outlives its timeout. Output is capped while
+it streams. When the run is cancelled (a cancel, a shutdown, the job's own timeout), the
+group gets SIGTERM, then SIGKILL after ``kill_grace``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tickwork.config import ScriptRuntimeSettings
+from tickwork.definitions.records import env_name
+from tickwork.definitions.templates import Variables
+from tickwork.errors import RunFailed, RuntimeMissing
+
+BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
+TIMED_OUT = 124
+"""The exit status of ``timeout`` when the script ran out of time."""
+CHUNK = 64 * 1024
+FILE_NAMES = {
+    "bash": "script.sh",
+    "python": "script.py",
+    "node": "script.js",
+    "typescript": "script.ts",
+    "groovy": "script.groovy",
+}
+JAVA_OPTS = (
+    "-Xmx256m -XX:ReservedCodeCacheSize=64m -XX:MaxMetaspaceSize=128m "
+    "-XX:CompressedClassSpaceSize=64m -XX:+UseSerialGC -Xshare:off"
+)
+"""The JVM's reservations kept under the address-space limit (groovy)."""
+PACKAGES = {
+    "bash": "Debian's bash",
+    "python": "Debian's python3",
+    "node": "Debian's nodejs",
+    "typescript": "esbuild (npm install esbuild) and Debian's nodejs",
+    "groovy": "Debian's groovy and a JDK",
+}
+TOOLS = (("prlimit", "util-linux"), ("timeout", "coreutils"))
+
+
+@dataclass(frozen=True, slots=True)
+class Interpreter:
+    """How this machine runs one language."""
+
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    transpiler: str | None = None
+
+
+def interpreter(language: str, settings: ScriptRuntimeSettings) -> Interpreter:
+    """The language's interpreter on this machine; RuntimeMissing, naming the package, when
+    it (or a tool every script needs) is not installed."""
+    for tool, package in TOOLS:
+        if shutil.which(tool) is None:
+            raise RuntimeMissing(language, tool, package)
+    runtime = "node" if language == "typescript" else language
+    command = getattr(settings, runtime)
+    found = shutil.which(command)
+    if found is None:
+        raise RuntimeMissing(runtime, command, PACKAGES[language])
+    if language == "bash":
+        return Interpreter((found, "--noprofile", "--norc"), {})
+    if language == "python":
+        return Interpreter((found, "-I", "-B"), {})
+    if language == "groovy":
+        java = shutil.which("java")
+        if java is None:
+            raise RuntimeMissing(language, "java", PACKAGES[language])
+        home = str(Path(os.path.realpath(java)).parent.parent)
+        return Interpreter((found,), {"JAVA_HOME": home, "JAVA_OPTS": JAVA_OPTS})
+    if language == "typescript":
+        transpiler = shutil.which(settings.typescript)
+        if transpiler is None:
+            raise RuntimeMissing("typescript", settings.typescript, PACKAGES[language])
+        return Interpreter((found,), {}, transpiler)
+    return Interpreter((found,), {})
+
+
+def _environment(
+    spec: Mapping[str, Any], workdir: str, variables: Variables, extra: Mapping[str, str]
+) -> dict[str, str]:
+    env = {
+        "PATH": BASE_PATH,
+        "LANG": "C.UTF-8",
+        "HOME": workdir,
+        "TMPDIR": workdir,
+    }
+    for name in spec.get("variables", []):
+        env[env_name(name)] = variables.values[name]
+    return env | dict(extra)
+
+
+@dataclass
+class _Stream:
+    cap: int
+    kept: bytearray
+    size: int = 0
+
+    async def drain(self, reader: asyncio.StreamReader) -> None:
+        while chunk := await reader.read(CHUNK):
+            self.size += len(chunk)
+            room = self.cap - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+
+    def text(self) -> str:
+        return self.kept.decode("utf-8", errors="replace")
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _prepare(parent: Path | None, file_name: str, source: str) -> tuple[str, Path]:
+    """A fresh working directory holding the script."""
+    workdir = tempfile.mkdtemp(prefix="tickwork-run-", dir=parent)
+    script = Path(workdir, file_name)
+    script.write_text(source, encoding="utf-8")
+    return workdir, script
+
+
+def _hand_over(workdir: str, owner: tuple[int, int] | None) -> None:
+    """The working directory and its files to the script's user, closed to others."""
+    if owner is not None:
+        for path in (workdir, *(str(p) for p in Path(workdir).iterdir())):
+            os.chown(path, *owner)
+    os.chmod(workdir, 0o700)
+
+
+def _sandbox(settings: ScriptRuntimeSettings) -> dict[str, Any]:
+    """Who the script runs as: an unprivileged user when the worker is root."""
+    if os.geteuid() != 0:
+        return {}
+    return {"user": settings.uid, "group": settings.gid, "extra_groups": []}
+
+
+async def _transpile(tool: str, source: Path, out: Path, deadline: float) -> None:
+    """TypeScript to JavaScript (as the worker: the transpiler only parses; the result runs
+    in the sandbox like any script)."""
+    proc = await asyncio.create_subprocess_exec(
+        tool,
+        str(source),
+        "--platform=node",
+        "--format=cjs",
+        "--log-level=error",
+        f"--outfile={out}",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={"PATH": BASE_PATH},
+        process_group=0,
+    )
+    try:
+        async with asyncio.timeout(max(deadline - time.monotonic(), 0.1)):
+            output, _ = await proc.communicate()
+    except BaseException:
+        _kill_group(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        raise
+    if proc.returncode != 0:
+        raise RunFailed(f"TypeScript did not compile: {output.decode(errors='replace')[:2000]}")
+
+
+async def run(
+    spec: Mapping[str, Any],
+    *,
+    exec_timeout: float,
+    variables: Variables,
+    settings: ScriptRuntimeSettings,
+) -> dict[str, Any]:
+    """Run the script; its result (exit code, duration, stdout and stderr, each capped and
+    flagged when truncated); RunFailed on a non-zero exit or a timeout."""
+    language: str = spec["language"]
+    found = interpreter(language, settings)
+    started = time.monotonic()
+    deadline = started + exec_timeout
+    sandbox = _sandbox(settings)
+    owner = (settings.uid, settings.gid) if sandbox else None
+    workdir, script = await asyncio.to_thread(
+        _prepare, settings.workdir, FILE_NAMES[language], spec["source"]
+    )
+    try:
+        if found.transpiler is not None:
+            compiled = Path(workdir, "script.js")
+            await _transpile(found.transpiler, script, compiled, deadline)
+            script = compiled
+        await asyncio.to_thread(_hand_over, workdir, owner)
+        remaining = max(deadline - time.monotonic(), 0.1)
+        argv = (
+            "prlimit",
+            f"--cpu={settings.cpu_seconds}",
+            f"--as={settings.memory_bytes}",
+            f"--nproc={settings.processes}",
+            f"--fsize={settings.file_bytes}",
+            "--core=0",
+            "--",
+            "timeout",
+            f"--kill-after={settings.kill_grace}s",
+            f"{remaining:.3f}s",
+            *found.argv,
+            str(script),
+        )
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=workdir,
+            env=_environment(spec, workdir, variables, found.env),
+            process_group=0,
+            close_fds=True,
+            **sandbox,
+        )
+        out = _Stream(settings.max_output_bytes, bytearray())
+        err = _Stream(settings.max_output_bytes, bytearray())
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
+        try:
+            code = await proc.wait()
+        except BaseException:  # cancelled: a cancel, a shutdown, the job's timeout
+            _kill_group(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(settings.kill_grace):
+                    await asyncio.shield(proc.wait())
+            _kill_group(proc.pid, signal.SIGKILL)
+            readers.cancel()
+            raise
+        finally:
+            # what the script left running in its group (a background job) ends with it
+            _kill_group(proc.pid, signal.SIGKILL)
+        try:
+            async with asyncio.timeout(settings.kill_grace + 1.0):
+                await readers
+        except TimeoutError:  # a process that left the group holds the pipes open
+            readers.cancel()
+        duration = time.monotonic() - started
+    finally:
+        await asyncio.to_thread(shutil.rmtree, workdir, ignore_errors=True)
+    result: dict[str, Any] = variables.masked(
+        {
+            "exit_code": code,
+            "duration": round(duration, 6),
+            "stdout": out.text(),
+            "stderr": err.text(),
+            "stdout_bytes": out.size,
+            "stderr_bytes": err.size,
+            "stdout_truncated": out.size > len(out.kept),
+            "stderr_truncated": err.size > len(err.kept),
+        }
+    )
+    if code == 0:
+        return result
+    if code in (TIMED_OUT, 128 + signal.SIGKILL) and time.monotonic() >= deadline:
+        raise RunFailed(
+            f"the {language} script ran longer than exec_timeout ({exec_timeout}s) and was "
+            f"killed; stderr: {result['stderr'][-2000:]}"
+        )
+    raise RunFailed(
+        f"the {language} script exited with status {code}; stderr: {result['stderr'][-2000:]}"
+    )
