@@ -36,6 +36,7 @@ from tickwork.definitions.records import (
     HTTP_QUEUE,
     HTTP_TASK,
     JOB_TIMEOUT,
+    RUNTIME_QUEUES,
     SCRIPT_QUEUES,
     SCRIPT_TASK,
 )
@@ -69,6 +70,7 @@ from tickwork.queue.options import TaskOptions, task_options
 from tickwork.queue.retention import Retention
 from tickwork.queue.wait import wait_async
 from tickwork.queue.watchdog import Watchdog
+from tickwork.runtimes import available
 from tickwork.runtimes.handlers import Runtimes, job_backoff
 from tickwork.schedule import admin as schedule_admin
 from tickwork.schedule.admin import check_schedule_name
@@ -596,13 +598,15 @@ class App:
         self,
         pool: AsyncConnectionPool[Any],
         roles: Collection[str] = WORKER_ROLES,
+        runtimes: Collection[str] = (),
         **worker_options: Any,
     ) -> ServiceHost:
         """This process's background services by role, on ``pool``: ``executor`` (a
         :meth:`worker` with ``worker_options``), ``watchdog``, ``scheduler`` and
         ``retention`` (each unless disabled in the settings) and ``signals`` (the processor
         and the sweeps); the singletons share the host's one lease manager. A worker record
-        is kept whenever a job-path role runs (code schedules name it as their definer)."""
+        is kept whenever a job-path role runs (code schedules name it as their definer).
+        ``runtimes``: an executor for each of these definitions' runtimes besides."""
 
         settings = self.settings
         store = self.db.store
@@ -611,6 +615,13 @@ class App:
         if set(roles) & {"executor", "watchdog", "scheduler", "retention"}:
             worker = self.worker(run_executor="executor" in roles, **worker_options)
             host.add_executor(worker)
+        if worker is not None and "executor" in roles:
+            for name in runtimes:  # each runtime on its own queue, with its own concurrency
+                queue = RUNTIME_QUEUES[name]
+                runtime = self.worker(
+                    queues=[queue], concurrency=available.concurrency(name, settings.runtimes)
+                )
+                host.add_executor(runtime, name=f"executor-{name}")
         if worker is not None and "watchdog" in roles:
             watchdog = Watchdog(
                 pool,

@@ -355,6 +355,8 @@ EXEC_TIMEOUT_MARGIN = 5 * 60.0
 """A definition's job timeout is the cap plus this: a safety net for a run that somehow
 outlives its own ``exec_timeout``, never the limit that normally applies."""
 DEFAULT_EXEC_TIMEOUT = 60.0
+RUNTIME_NAMES = ("http", "bash", "python", "node", "groovy")
+"""The runtimes of definitions; each runs from its own queue (``definitions.records``)."""
 
 
 class HttpRuntimeSettings(BaseModel):
@@ -422,6 +424,19 @@ class RuntimeSettings(BaseModel):
 
     http: HttpRuntimeSettings = Field(default_factory=lambda: HttpRuntimeSettings())
     scripts: ScriptRuntimeSettings = Field(default_factory=lambda: ScriptRuntimeSettings())
+    serve: list[str] | None = None
+    """The runtimes ``serve`` runs, each as its own executor: None (the default) every one
+    whose interpreter this machine has; ``[]`` none (run them as ``tickwork worker
+    --runtime <name>`` processes instead)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> RuntimeSettings:
+        for name in self.serve or []:
+            if name not in RUNTIME_NAMES:
+                raise ValueError(
+                    f"runtimes.serve ({name!r}) must name runtimes of {', '.join(RUNTIME_NAMES)}"
+                )
+        return self
 
 
 class Settings(BaseSettings):

@@ -180,6 +180,16 @@ class InvalidInput(TickworkError, ValueError):
         super().__init__(f"{field} ({shown(value)}) {reason}")
 
 
+class InvalidField(InvalidInput):
+    """A request field is invalid; names the field, never its value (it may be a secret)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        TickworkError.__init__(self, f"{field}: {reason}")
+        self.field = field
+        self.value = None
+        self.reason = reason
+
+
 class IncorrectPassword(InvalidInput):
     """The current password given to change a password is wrong (the caller is logged in:
     this is bad input, not a failed authentication)."""

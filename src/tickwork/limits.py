@@ -7,6 +7,7 @@ existed are still read, shown in part where they are too big or too deep to serv
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 MAX_JSON_DEPTH = 64
@@ -58,4 +59,34 @@ def json_refusal(text: str, value: Any) -> str | None:
     # Depth n needs n opening brackets: most values are ruled out without walking them.
     if text.count("[") + text.count("{") > MAX_JSON_DEPTH and too_deep(value):
         return f"is nested deeper than {MAX_JSON_DEPTH} levels"
+    return None
+
+
+def text_problem(text: str) -> str | None:
+    """Why PostgreSQL could not store ``text``; None when it can."""
+    if "\x00" in text:
+        return "must not contain NUL (\\x00) characters"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be valid Unicode (no lone surrogates)"
+    return None
+
+
+def unstorable(value: object, where: str) -> tuple[str, str] | None:
+    """The first string in ``value`` (nested in mappings, their keys, and lists) PostgreSQL
+    could not store, as (where it is, why); None when there is none."""
+    if isinstance(value, str):
+        reason = text_problem(value)
+        return None if reason is None else (where, reason)
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            found = unstorable(key, f"a key of {where}") or unstorable(item, f"{where}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = unstorable(item, f"{where}[{index}]")
+            if found:
+                return found
     return None

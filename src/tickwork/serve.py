@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TextIO
 import uvicorn
 
 from tickwork.errors import ConfigError, TickworkError
+from tickwork.runtimes import available
 from tickwork.services.host import SERVICE_ROLES
 from tickwork.worker.run import exit_past_running_handlers, handle_stop_signals
 
@@ -149,11 +150,15 @@ async def _serve(
     signals = 0
     # one host for every background service of this process: one lease manager (one holder
     # id) for its singletons, which it heartbeats in one statement
+    runtimes = available.for_serve(app.settings.runtimes) if "executor" in options.roles else []
     services = app.services(
-        pool, options.roles - {"api"}, queues=options.queues, concurrency=options.concurrency
+        pool,
+        options.roles - {"api"},
+        runtimes,
+        queues=options.queues,
+        concurrency=options.concurrency,
     )
-    if services.executor is not None:
-        started.append(services.executor)
+    started.extend(services.executors)
 
     def on_signal(signum: int) -> None:
         nonlocal signals
@@ -216,6 +221,8 @@ async def _serve(
         url = app.settings.api.public_url or f"http://{address(host, port)}"
         print(f"tickwork is serving on {url} (API docs: {url}/api/docs)", file=out)
     print(f"roles: {', '.join(sorted(options.roles))}", file=out, flush=True)
+    if runtimes:
+        print(f"runtimes: {', '.join(runtimes)}", file=out, flush=True)
 
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([stopper, *running], return_when=asyncio.FIRST_COMPLETED)

@@ -8,13 +8,14 @@ parameters by :func:`refuse_unstorable_parameters`, a dependency of every route.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import Path, Query, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
+
+from tickwork.limits import text_problem
 
 BIGINT_MAX = 2**63 - 1
 """The largest value of PostgreSQL's ``bigint``: every id column is one."""
@@ -25,36 +26,6 @@ CursorQuery = Annotated[
     int | None, Query(ge=1, le=BIGINT_MAX, description="next_cursor of the previous page")
 ]
 """The keyset cursor of a listing: the id the next page starts below."""
-
-
-def text_problem(text: str) -> str | None:
-    """Why PostgreSQL could not store ``text``; None when it can."""
-    if "\x00" in text:
-        return "must not contain NUL (\\x00) characters"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "must be valid Unicode (no lone surrogates)"
-    return None
-
-
-def unstorable(value: object, where: str) -> tuple[str, str] | None:
-    """The first string in ``value`` (nested in mappings, their keys, and lists) PostgreSQL
-    could not store, as (where it is, why); None when there is none."""
-    if isinstance(value, str):
-        reason = text_problem(value)
-        return None if reason is None else (where, reason)
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            found = unstorable(key, f"a key of {where}") or unstorable(item, f"{where}.{key}")
-            if found:
-                return found
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            found = unstorable(item, f"{where}[{index}]")
-            if found:
-                return found
-    return None
 
 
 async def refuse_unstorable_parameters(request: Request) -> None:

@@ -20,9 +20,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from tickwork.api.inputs import unstorable
 from tickwork.auth.tokens import MAX_API_TOKEN_TTL
-from tickwork.limits import MAX_JSON_DEPTH, too_deep
+from tickwork.limits import MAX_JSON_DEPTH, too_deep, unstorable
 from tickwork.types import AuditEvent, ErrorInfo, Execution, Progress
 
 
@@ -420,3 +419,32 @@ class HealthOut(Model):
 class ReadyOut(Model):
     status: Literal["ready"]
     schema_version: int
+
+
+class DefinitionOut(Model):
+    id: int
+    name: str
+    description: str
+    kind: Literal["http", "script"]
+    spec: dict[str, Any] = Field(description="the kind's fields (HttpSpec or ScriptSpec)")
+    queue: str = Field(description="the runtime's queue its runs go to")
+    cron: str | None
+    timezone: str
+    exec_timeout: float
+    retry: dict[str, Any]
+    loop: dict[str, Any] | None
+    enabled: bool
+    version: int = Field(description="1 at creation, one more at every edit")
+    created_by: str
+    created_at: datetime
+    updated_by: str
+    updated_at: datetime
+
+
+class DefinitionPage(Model):
+    items: list[DefinitionOut]
+    next_cursor: int | None = Field(description="after of the next page; null on the last")
+
+
+class RunOut(Model):
+    job_id: int = Field(description="the run's job: GET /api/jobs/{job_id}")

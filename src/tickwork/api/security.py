@@ -66,6 +66,16 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("POST", "/api/schedules/{name}/pause"): OPERATOR,
     ("POST", "/api/schedules/{name}/resume"): OPERATOR,
     ("POST", "/api/schedules/{name}/trigger"): OPERATOR,
+    # definitions: what runs (a URL with secrets, a script on the workers) is ADMIN's;
+    # running, pausing and resuming is OPERATOR's
+    ("GET", "/api/definitions"): VIEWER,
+    ("POST", "/api/definitions"): ADMIN,
+    ("GET", "/api/definitions/{id}"): VIEWER,
+    ("PATCH", "/api/definitions/{id}"): ADMIN,
+    ("DELETE", "/api/definitions/{id}"): ADMIN,
+    ("POST", "/api/definitions/{id}/pause"): OPERATOR,
+    ("POST", "/api/definitions/{id}/resume"): OPERATOR,
+    ("POST", "/api/definitions/{id}/run"): OPERATOR,
     # the cluster
     ("GET", "/api/workers"): VIEWER,
     ("GET", "/api/leaders"): VIEWER,

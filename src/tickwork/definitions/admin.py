@@ -8,6 +8,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from tickwork.db.driver_errors import DuplicateKey
 from tickwork.db.store import AsyncConn, Store
 from tickwork.db.store.definitions import DefinitionFields, DefinitionSchedule
 from tickwork.db.store.jobs import JobRow
@@ -22,7 +23,7 @@ from tickwork.definitions.records import (
     queue_of,
     schedule_name,
 )
-from tickwork.errors import ConflictError, InvalidInput, NotFoundError
+from tickwork.errors import ConflictError, InvalidField, InvalidInput, NotFoundError
 from tickwork.queue.enqueue import insert_plan
 from tickwork.schedule.cron import CronSchedule
 
@@ -180,7 +181,7 @@ async def edit(
     edits = given.model_dump(exclude_unset=True)
     for field, value in edits.items():
         if value is None and field not in NULLABLE_EDITS:
-            raise InvalidInput(field, None, "may not be null (leave it out to keep it)")
+            raise InvalidField(field, "may not be null (leave it out to keep it)")
     async with pool.connection() as conn, conn.transaction():
         row = await store.definition_get_locked(conn, id=definition_id)
         if row is None:
@@ -188,7 +189,7 @@ async def edit(
         current = Definition.from_row(row)
         other = "script" if current.kind == "http" else "http"
         if other in edits:
-            raise InvalidInput(other, None, f"definition {current.name!r} is {current.kind}")
+            raise InvalidField(other, f"definition {current.name!r} is {current.kind}")
         # what was given, as given (sub-models with their defaults filled in)
         merged = _as_input(current) | {k: getattr(given, k) for k in edits}
         checked: DefinitionIn = parsed(
@@ -196,14 +197,18 @@ async def edit(
             {k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in merged.items()},
         )
         cron = _cron(checked)
-        stored = await store.definition_update(
-            conn,
-            id=definition_id,
-            fields=_fields(checked),
-            event=event,
-            changed=dumps(sorted(edits)),
-            actor=actor,
-        )
+        try:
+            async with conn.transaction():  # a savepoint: the name may be taken meanwhile
+                stored = await store.definition_update(
+                    conn,
+                    id=definition_id,
+                    fields=_fields(checked),
+                    event=event,
+                    changed=dumps(sorted(edits)),
+                    actor=actor,
+                )
+        except DuplicateKey:
+            raise ConflictError(f"a definition named {checked.name!r} exists") from None
         if stored is None:
             raise NotFoundError("definition", definition_id)
         definition = Definition.from_row(stored)

@@ -18,8 +18,9 @@ from pydantic import (
     model_validator,
 )
 
-from tickwork.config import EXEC_TIMEOUT_MARGIN, MAX_EXEC_TIMEOUT, describe
-from tickwork.errors import InvalidInput
+from tickwork.config import EXEC_TIMEOUT_MARGIN, MAX_EXEC_TIMEOUT
+from tickwork.errors import InvalidField
+from tickwork.limits import unstorable
 from tickwork.queue.backoff import ExponentialBackoff
 
 HTTP_TASK = "tickwork.http"
@@ -232,11 +233,19 @@ def parsed(model: type[_Input], given: Any, field: str = "") -> Any:
     """``given`` (a mapping from the CLI or the App) as ``model``, or an InvalidInput naming
     the first bad field."""
     try:
-        return model.model_validate(given)
-    except ValidationError as exc:
-        first = exc.errors()[0]
+        checked = model.model_validate(given)
+    except ValidationError as exc:  # names the place, never the value (it may be a secret)
+        errors = exc.errors()
+        first = errors[0]
         where = ".".join(str(p) for p in (field, *first["loc"]) if p != "") or "definition"
-        raise InvalidInput(where, None, describe(exc)) from None
+        reason = first["msg"].removeprefix("Value error, ")
+        if len(errors) > 1:
+            reason += f" (and {len(errors) - 1} more)"
+        raise InvalidField(where, reason) from None
+    found = unstorable(checked.model_dump(exclude_none=True), field or "definition")
+    if found is not None:
+        raise InvalidField(found[0], found[1])
+    return checked
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,8 @@ class ServiceHost:
         """The process's lease manager: singletons add their roles to it."""
         self.executor: Worker | None = None
         """The process's worker, when a job-path role runs."""
+        self.executors: list[Worker] = []
+        """Every executor: the worker, then one per runtime (``serve``)."""
         self.signals: SignalRuntime | None = None
         """The signal runtime, when the ``signals`` role runs (the API's switches act on it)."""
         self._services: list[_Service] = []
@@ -97,22 +99,24 @@ class ServiceHost:
 
         self.add(name, run, after_election=True)
 
-    def add_executor(self, worker: Worker) -> None:
-        """The process's worker: stopped by :meth:`request_stop` (immediately on request),
-        through its own graceful drain."""
-        self.executor = worker
+    def add_executor(self, worker: Worker, name: str = "executor") -> None:
+        """An executor (the first is the process's worker): stopped by :meth:`request_stop`
+        (immediately on request), through its own graceful drain."""
+        if self.executor is None:
+            self.executor = worker
+        self.executors.append(worker)
 
         async def run(stop: asyncio.Event) -> None:
             await worker.run()  # request_stop stops it
 
-        self.add("executor", run)
+        self.add(name, run)
 
     def request_stop(self, *, immediate: bool = False) -> None:
         """Stop every service; the executor drains (in-flight attempts get its grace period,
         none if ``immediate``)."""
         self._stop.set()
-        if self.executor is not None:
-            self.executor.request_stop(immediate=immediate)
+        for executor in self.executors:
+            executor.request_stop(immediate=immediate)
 
     async def run(self) -> None:
         """Run the services until :meth:`request_stop`, or until one fails (then the others
@@ -161,7 +165,7 @@ class ServiceHost:
         bound it); the others are cancelled too, so that one in the middle of a pass does not
         hold the stop for it, and are left behind if they still do not end (a pass that
         swallowed its cancellation)."""
-        executor = [t for t in started if t.get_name() == "tickwork-executor"]
+        executor = [t for t in started if t.get_name().startswith("tickwork-executor")]
         others = [t for t in started if t not in executor]
         for task in others:
             task.cancel()
