@@ -41,6 +41,7 @@ TABLES = (
     "sweep_runs",
     "signal_overrides",
     "signal_holder_config",
+    "definitions",
 )
 
 

@@ -3,7 +3,8 @@
 - :mod:`~tickwork.cli.process`: ``migrate``, ``worker``, ``serve``, ``demo``, ``bench``,
   ``doctor`` (the root's own commands)
 - :mod:`~tickwork.cli.schedules`, :mod:`~tickwork.cli.users`, :mod:`~tickwork.cli.jobs`,
-  :mod:`~tickwork.cli.queues`, :mod:`~tickwork.cli.signals`, :mod:`~tickwork.cli.reactors`:
+  :mod:`~tickwork.cli.queues`, :mod:`~tickwork.cli.signals`, :mod:`~tickwork.cli.reactors`,
+  :mod:`~tickwork.cli.definitions`:
   a Typer group each, added here under its name
 - :mod:`~tickwork.cli.common`: what they share (options, ``--app``, output, the pool)
 
@@ -19,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from tickwork.cli import jobs, process, queues, reactors, schedules, signals, users
+from tickwork.cli import definitions, jobs, process, queues, reactors, schedules, signals, users
 from tickwork.cli.common import Group, cli_actor
 from tickwork.errors import TickworkError
 
@@ -61,6 +62,7 @@ cli.add_typer(jobs.jobs_cli, name="jobs")
 cli.add_typer(queues.queues_cli, name="queues")
 cli.add_typer(signals.signals_cli, name="signals")
 cli.add_typer(reactors.reactors_cli, name="reactors")
+cli.add_typer(definitions.definitions_cli, name="definitions")
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ from tickwork.cli.common import (
     print_json,
     queue_names,
 )
+from tickwork.errors import ConfigError
 from tickwork.serve import EXIT_CANNOT_LISTEN, ROLES, CannotListen
 from tickwork.worker.run import catch_stop_signals_early
 
@@ -43,6 +44,14 @@ def worker(
     app: AppOption = None,
     queues: QueuesOption = None,
     concurrency: ConcurrencyOption = None,
+    runtime: Annotated[
+        str | None,
+        typer.Option(
+            "--runtime",
+            help="Run one runtime's definitions (http, bash, python, node, groovy) on its "
+            "queue alone; refuses to start when this machine lacks its interpreter.",
+        ),
+    ] = None,
     log_level: LogLevel = "INFO",
 ) -> None:
     """Run a worker: claim and run jobs until SIGTERM or SIGINT."""
@@ -50,6 +59,15 @@ def worker(
     logs.configure(log_level)
     the_app = load_app(app)
     names = queue_names(queues)
+    if runtime is not None:
+        from tickwork.runtimes import available
+
+        if names is not None:
+            raise ConfigError("--runtime takes its runtime's queue; leave out --queues")
+        names = [available.check(runtime, the_app.settings.runtimes)]
+        if concurrency is None:
+            concurrency = available.concurrency(runtime, the_app.settings.runtimes)
+        typer.echo(f"runtime {runtime}: claiming from queue {names[0]}")
     the_app.run_worker(queues=names, concurrency=concurrency)
 
 
