@@ -259,10 +259,16 @@ async def refusals(contract: Contract, api: Api, sql: psycopg.Connection[Any]) -
         ("POST", f"{s}/{{signal_id}}/retry", admin, None),
         ("POST", f"{s}/{{signal_id}}/reactors/{{name}}/retry", admin, None),
         ("POST", f"{s}/{{signal_id}}/cancel", admin, None),
+        ("GET", "/api/definitions/{id}", viewer, None),
+        ("PATCH", "/api/definitions/{id}", admin, {"enabled": False}),
+        ("DELETE", "/api/definitions/{id}", admin, None),
+        ("POST", "/api/definitions/{id}/pause", operator, None),
+        ("POST", "/api/definitions/{id}/resume", operator, None),
+        ("POST", "/api/definitions/{id}/run", operator, None),
     ):
         request = {} if body is None else {"json": body}
         url = re.sub(r"\{name\}", "nope", path)
-        url = re.sub(r"\{[a-z_]+_id\}", str(MISSING), url)
+        url = re.sub(r"\{(?:[a-z_]+_)?id\}", str(MISSING), url)
         await ask(c, (method, path), url, token, 404, **request)
 
     # the public routes' own refusals
@@ -326,6 +332,15 @@ async def refusals(contract: Contract, api: Api, sql: psycopg.Connection[Any]) -
         await ask(c, ("DELETE", "/api/schedules/{name}"), coded, admin, 409)
     finally:
         await definer.close()
+
+    # 409s of definitions: a name taken, at creation and by a rename
+    definitions = ("POST", "/api/definitions")
+    ping = {"name": "ping", "kind": "http", "http": {"url": "https://example.com/"}}
+    await made(definitions, definitions[1], admin, json=ping)
+    await ask(c, definitions, definitions[1], admin, 409, json=ping)
+    other = await made(definitions, definitions[1], admin, json=ping | {"name": "pong"})
+    rename = ("PATCH", "/api/definitions/{id}")
+    await ask(c, rename, f"/api/definitions/{other['id']}", admin, 409, json={"name": "ping"})
 
     # the signals: 409 where this process holds no lease, 503 where nobody does
     put = {"dry-run": {"dry_run": True}, "organisations": {"organisations": ["1"]}}
