@@ -38,7 +38,7 @@ log = logging.getLogger("tickwork.api")
 
 MEDIA_TYPE = "application/problem+json"
 
-REDACTED = ("password", "token", "secret", "value")
+REDACTED = ("password", "token", "secret", "value", "headers", "source", "body", "url")
 """Request fields whose values an error never echoes."""
 SHOWN_INPUT = 80
 """Longest input value an error echoes; a longer one is described by its length."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from tickwork.config import DEFAULT_PRIORITY
 from tickwork.db.driver_errors import DuplicateKey
 from tickwork.db.store import AsyncConn, Store
 from tickwork.db.store.definitions import DefinitionFields, DefinitionSchedule
@@ -75,6 +76,7 @@ async def _schedule(
             enabled=definition.enabled,
             next_run_at=cron.next_after(now),
             queue=definition.queue,
+            priority=DEFAULT_PRIORITY,
             max_attempts=definition.retry["max_attempts"],
             timeout=JOB_TIMEOUT,
         ),
@@ -265,7 +267,7 @@ async def run_now(
             queue=definition.queue,
             task=definition.task,
             args=definition.snapshot({"via": "operator", "actor": actor, **(trigger or {})}),
-            priority=0,
+            priority=DEFAULT_PRIORITY,
             max_attempts=definition.retry["max_attempts"],
             run_at=None,
             timeout=JOB_TIMEOUT,

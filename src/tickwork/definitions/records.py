@@ -57,6 +57,8 @@ MAX_SCRIPT_VARIABLES = 100
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}\Z")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+REFERENCE = re.compile(r"\{\{\s*vars\.([A-Za-z_][A-Za-z0-9_.-]{0,127})\s*\}\}")
+"""A global variable's place in an HTTP definition's URL, header values and body."""
 RESERVED_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "JAVA_HOME", "JAVA_OPTS", "PWD"})
 """Environment names a script's variables may not take (the runtime sets them)."""
 METHODS = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -85,9 +87,10 @@ class HttpSpec(_Input):
     @field_validator("url")
     @classmethod
     def _url(cls, url: str) -> str:
-        if CONTROL.search(url) or " " in url:
+        bare = REFERENCE.sub("x", url)  # the values are checked when the run starts
+        if CONTROL.search(bare) or " " in bare:
             raise ValueError("may not hold spaces or control characters")
-        if not url.startswith("{{"):  # a URL from a variable is checked when it runs
+        if not REFERENCE.match(url):  # a URL from a variable is checked when it runs
             scheme = url.split(":", 1)[0].lower()
             if scheme not in ("http", "https") or "://" not in url:
                 raise ValueError("must be an http:// or https:// URL")

@@ -11,9 +11,9 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.store import Store
+from tickwork.definitions.records import REFERENCE
 from tickwork.errors import RunFailed
 
-REFERENCE = re.compile(r"\{\{\s*vars\.([A-Za-z_][A-Za-z0-9_.-]{0,127})\s*\}\}")
 MASK = "***"
 MIN_MASKED = 4
 """Secret values shorter than this are not masked by value (masking every "a" in an output

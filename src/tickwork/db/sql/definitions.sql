@@ -85,9 +85,9 @@ SELECT id, name FROM gone;
 -- computed by the caller): an edit never fires a run twice or skips one.
 INSERT INTO {schema}.schedules AS s
     (name, task, args, cron, timezone, enabled, next_run_at, origin, task_queue,
-     task_max_attempts, task_timeout)
+     task_priority, task_max_attempts, task_timeout)
 VALUES (%(name)s, %(task)s, %(args)s::jsonb, %(cron)s, %(timezone)s, %(enabled)s,
-        %(next_run_at)s, 'definition', %(queue)s, %(max_attempts)s, %(timeout)s)
+        %(next_run_at)s, 'definition', %(queue)s, %(priority)s, %(max_attempts)s, %(timeout)s)
 ON CONFLICT (name) DO UPDATE
 SET task = EXCLUDED.task, args = EXCLUDED.args,
     next_run_at = CASE
@@ -95,7 +95,8 @@ SET task = EXCLUDED.task, args = EXCLUDED.args,
           OR (EXCLUDED.enabled AND NOT s.enabled)
         THEN EXCLUDED.next_run_at ELSE s.next_run_at END,
     cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, enabled = EXCLUDED.enabled,
-    task_queue = EXCLUDED.task_queue, task_max_attempts = EXCLUDED.task_max_attempts,
+    task_queue = EXCLUDED.task_queue, task_priority = EXCLUDED.task_priority,
+    task_max_attempts = EXCLUDED.task_max_attempts,
     task_timeout = EXCLUDED.task_timeout, updated_at = now()
 WHERE s.origin = 'definition';
 

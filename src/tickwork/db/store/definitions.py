@@ -39,6 +39,7 @@ class DefinitionSchedule:
     enabled: bool
     next_run_at: datetime
     queue: str
+    priority: int
     max_attempts: int
     timeout: float
 

@@ -1,0 +1,522 @@
+"""Definitions: operator-stored HTTP and script jobs, run on the job path by their runtime's
+worker (issue 16). Each run is a real call or a real process; the SSRF corpus is refused
+before any connection is made."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from tickwork import App
+from tickwork.auth import Role
+from tickwork.config import HttpRuntimeSettings
+from tickwork.definitions import admin
+from tickwork.definitions.templates import Variables
+from tickwork.errors import AddressRefused, InvalidInput, RunFailed, ScheduleError
+from tickwork.runtimes import http
+from tickwork.runtimes.available import check
+from tickwork.runtimes.netguard import networks
+from tickwork.types import JobState
+
+from .api_support import Api, start_api
+
+ESBUILD = os.environ.get("TICKWORK_RUNTIMES__SCRIPTS__TYPESCRIPT") or shutil.which("esbuild")
+CANARY = "TICKWORK_TEST_CANARY"
+
+
+class Target(BaseHTTPRequestHandler):
+    """A local service: /ok answers 200 with the request's Host, /fail 500, /hop redirects
+    to the cloud metadata address, /loop to itself."""
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/ok":
+            self._answer(200, f"hello from {self.headers['Host']}".encode())
+        elif path == "/fail":
+            self._answer(500, f"the service is down ({self.path})".encode())
+        elif path == "/hop":
+            self._redirect("http://169.254.169.254/latest/meta-data/")
+        elif path == "/to-file":
+            self._redirect("file:///etc/passwd")
+        else:
+            self._redirect("/loop")
+
+    def _answer(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _redirect(self, location: str) -> None:
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Target)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+async def runner(database_url: str, schema: str, clean: None) -> AsyncIterator[App]:
+    """An app whose HTTP runtime may reach this machine's loopback (the test's service)."""
+    scripts: dict[str, Any] = {"kill_grace": 0.5}
+    if ESBUILD:
+        scripts["typescript"] = ESBUILD
+    the_app = App(
+        database_url=database_url,
+        schema=schema,
+        runtimes={"http": {"allow_networks": ["127.0.0.1/32"]}, "scripts": scripts},
+    )
+    yield the_app
+    await the_app.aclose()
+
+
+async def define(app: App, **fields: Any) -> int:
+    pool = await app.db.async_pool()
+    created = await admin.create(pool, app.db.store, fields, actor="test")
+    return created.id
+
+
+async def run(app: App, definition_id: int) -> int:
+    """Run the definition now on its runtime's worker; the job's id."""
+    pool = await app.db.async_pool()
+    job_id = await admin.run_now(pool, app.db.store, definition_id, actor="test")
+    job = await app.get_job_async(job_id)
+    async with app.worker(queues=[job.queue], concurrency=1) as worker:
+        assert len((await worker.run_once()).outcomes) == 1
+    return job_id
+
+
+def script(language: str, source: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "name": f"{language}-{abs(hash(source))}",
+        "kind": "script",
+        "script": {"language": language, "source": source},
+    } | fields
+
+
+# --- HTTP ---------------------------------------------------------------------------------
+
+
+async def test_an_http_definition_calls_its_url_and_keeps_the_answer(
+    runner: App, target: str
+) -> None:
+    found = await define(runner, name="ping", kind="http", http={"url": f"{target}/ok"})
+    job = await runner.get_job_async(await run(runner, found))
+    assert job.state is JobState.SUCCEEDED
+    assert job.queue == "http" and job.task == "tickwork.http"
+    assert job.result["status"] == 200
+    assert job.result["body"] == f"hello from {target.removeprefix('http://')}"
+
+
+async def test_an_unexpected_status_fails_the_attempt_and_a_last_one_dead_letters(
+    runner: App, target: str
+) -> None:
+    found = await define(
+        runner,
+        name="down",
+        kind="http",
+        http={"url": f"{target}/fail"},
+        retry={"max_attempts": 1},
+    )
+    job = await runner.get_job_async(await run(runner, found))
+    assert job.state is JobState.DEAD_LETTER
+    assert job.error is not None
+    assert "answered 500" in job.error.message and "the service is down" in job.error.message
+
+
+async def test_a_redirect_to_an_internal_address_is_refused_at_the_hop(
+    runner: App, target: str
+) -> None:
+    found = await define(
+        runner,
+        name="hop",
+        kind="http",
+        http={"url": f"{target}/hop", "follow_redirects": True},
+        retry={"max_attempts": 1},
+    )
+    job = await runner.get_job_async(await run(runner, found))
+    assert job.state is JobState.DEAD_LETTER and job.error is not None
+    assert "refused to connect to 169.254.169.254" in job.error.message
+
+
+SSRF = (
+    ("http://127.0.0.1/", "127.0.0.1"),
+    ("http://localhost:8080/", "127.0.0.1"),
+    ("http://10.1.2.3/", "10.1.2.3"),
+    ("http://192.168.0.1/", "192.168.0.1"),
+    ("http://169.254.169.254/latest/meta-data/", "169.254.169.254"),
+    ("http://[::1]/", "::1"),
+    ("http://[fc00::1]/", "fc00::1"),
+    ("http://[fe80::1]/", "fe80::1"),
+    ("http://[::ffff:127.0.0.1]/", "::ffff:127.0.0.1"),
+    ("http://[64:ff9b::a00:1]/", "64:ff9b::a00:1"),
+    ("http://2130706433/", "127.0.0.1"),
+    ("http://0.0.0.0/", "0.0.0.0"),
+    ("http://100.64.0.1/", "100.64.0.1"),
+    ("http://224.0.0.1/", "224.0.0.1"),
+)
+
+
+@pytest.mark.parametrize(("url", "address"), SSRF)
+async def test_the_ssrf_guard_refuses_internal_targets_naming_the_address(
+    url: str, address: str
+) -> None:
+    spec = {"method": "GET", "url": url, "headers": {}}
+    with pytest.raises(AddressRefused) as refused:
+        await http.call(
+            spec,
+            exec_timeout=5,
+            variables=Variables({}),
+            settings=HttpRuntimeSettings(),
+            allow=[],
+        )
+    assert refused.value.address == address, refused.value
+
+
+@pytest.mark.parametrize("url", ["http://0177.0.0.1/", "http://0x7f.0.0.1/"])
+async def test_odd_spellings_of_an_address_are_refused_as_invalid(url: str) -> None:
+    spec = {"method": "GET", "url": url, "headers": {}}
+    with pytest.raises(RunFailed, match=r"(is not valid|refused to connect to 127\.0\.0\.1)"):
+        await http.call(
+            spec,
+            exec_timeout=5,
+            variables=Variables({}),
+            settings=HttpRuntimeSettings(),
+            allow=[],
+        )
+
+
+async def test_a_redirect_to_another_scheme_is_refused(target: str) -> None:
+    spec = {"method": "GET", "url": f"{target}/to-file", "headers": {}, "follow_redirects": True}
+    with pytest.raises(AddressRefused, match="scheme 'file'"):
+        await http.call(
+            spec,
+            exec_timeout=5,
+            variables=Variables({}),
+            settings=HttpRuntimeSettings(),
+            allow=networks(["127.0.0.1/32"]),
+        )
+
+
+async def test_redirects_past_the_limit_fail(target: str) -> None:
+    spec = {"method": "GET", "url": f"{target}/loop", "headers": {}, "follow_redirects": True}
+    with pytest.raises(RunFailed, match="more than 2 redirects"):
+        await http.call(
+            spec,
+            exec_timeout=5,
+            variables=Variables({}),
+            settings=HttpRuntimeSettings(max_redirects=2),
+            allow=networks(["127.0.0.1/32"]),
+        )
+
+
+async def test_secret_variables_are_masked_in_a_failed_calls_error(
+    runner: App, target: str, sql: psycopg.Connection[Any]
+) -> None:
+    sql.execute(
+        "INSERT INTO variables (name, value, secret, updated_by)"
+        " VALUES ('token', 'hunter2-xyz', true, 't')"
+    )
+    found = await define(
+        runner,
+        name="leaky",
+        kind="http",
+        http={"url": f"{target}/fail?key={{{{ vars.token }}}}"},
+        retry={"max_attempts": 1},
+    )
+    job = await runner.get_job_async(await run(runner, found))
+    assert job.error is not None and "answered 500" in job.error.message
+    # the URL and the body the service echoed it in are both masked
+    assert "hunter2-xyz" not in job.error.message and "key=***" in job.error.message
+    assert "hunter2-xyz" not in job.error.traceback
+
+
+# --- scripts ------------------------------------------------------------------------------
+
+HELLO = {
+    "bash": 'echo "hello from bash $BASH_VERSION" | cut -c1-15',
+    "python": "print('hello from python')",
+    "node": "console.log('hello from node')",
+    "typescript": "const who: string = 'typescript'; console.log(`hello from ${who}`)",
+    "groovy": "println 'hello from groovy'",
+}
+
+
+@pytest.mark.parametrize("language", list(HELLO))
+async def test_each_language_runs_and_its_output_is_kept(runner: App, language: str) -> None:
+    runtime = "node" if language == "typescript" else language
+    try:
+        check(runtime, runner.settings.runtimes)
+    except Exception as missing:
+        pytest.skip(str(missing))
+    if language == "typescript" and not ESBUILD:
+        pytest.skip("esbuild is not installed")
+    found = await define(runner, **script(language, HELLO[language], exec_timeout=120))
+    job = await runner.get_job_async(await run(runner, found))
+    assert job.state is JobState.SUCCEEDED, job.error
+    assert job.result["exit_code"] == 0
+    assert job.result["stdout"].strip() == f"hello from {language}"
+
+
+async def test_a_script_sees_only_the_allowed_environment_and_its_variables(
+    runner: App, monkeypatch: pytest.MonkeyPatch, sql: psycopg.Connection[Any]
+) -> None:
+    monkeypatch.setenv(CANARY, "must-not-leak")
+    sql.execute(
+        "INSERT INTO variables (name, value, updated_by) VALUES ('region.name', 'eu-1', 't')"
+    )
+    source = "env | sort; id -u"
+    found = await define(
+        runner,
+        name="env",
+        kind="script",
+        script={"language": "bash", "source": source, "variables": ["region.name"]},
+    )
+    job = await runner.get_job_async(await run(runner, found))
+    assert job.state is JobState.SUCCEEDED, job.error
+    out = job.result["stdout"]
+    assert CANARY not in out and "must-not-leak" not in out
+    assert "TICKWORK_DATABASE_URL" not in out
+    assert "region_name=eu-1" in out
+    if os.geteuid() == 0:  # as root, scripts run as the unprivileged user
+        assert out.strip().splitlines()[-1] == str(runner.settings.runtimes.scripts.uid)
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory the script's unprivileged user may write to."""
+    made = Path(tempfile.mkdtemp(prefix="tickwork-test-"))
+    made.chmod(0o777)
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
+async def test_a_script_past_its_timeout_is_killed_with_what_it_started(
+    runner: App, shared_dir: Path
+) -> None:
+    pids = shared_dir / "pids"
+    source = f"sleep 300 & echo $! > {pids}\nsleep 300\n"
+    found = await define(
+        runner, **script("bash", source, exec_timeout=1, retry={"max_attempts": 1})
+    )
+    job = await runner.get_job_async(await run(runner, found))
+    assert job.state is JobState.DEAD_LETTER and job.error is not None
+    assert "longer than exec_timeout" in job.error.message
+    background = int(pids.read_text())
+    assert not alive(background)
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its parent to reap it has ended)."""
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return status.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def test_a_memory_hog_is_stopped_by_its_limit(runner: App) -> None:
+    source = "blob = bytearray(8 * 1024 ** 3)\nprint('allocated')"
+    found = await define(
+        runner, **script("python", source, retry={"max_attempts": 1}, exec_timeout=60)
+    )
+    job = await runner.get_job_async(await run(runner, found))
+    assert job.state is JobState.DEAD_LETTER and job.error is not None
+    assert "MemoryError" in job.error.message
+
+
+async def test_a_script_runs_only_on_its_languages_queue(runner: App) -> None:
+    found = await define(runner, **script("python", "print(1)"))
+    pool = await runner.db.async_pool()
+    job_id = await admin.run_now(pool, runner.db.store, found, actor="test")
+    assert (await runner.get_job_async(job_id)).queue == "scripts-python"
+    async with runner.worker(queues=["scripts-bash", "http"]) as other:
+        assert (await other.run_once()).outcomes == []
+    assert (await runner.get_job_async(job_id)).state is JobState.PENDING
+
+
+async def test_a_scheduled_run_after_an_edit_uses_the_edit(runner: App) -> None:
+    found = await define(runner, **script("bash", "echo one", name="nightly", cron="0 3 * * *"))
+    pool = await runner.db.async_pool()
+    await admin.edit(pool, runner.db.store, found, {"script": {"language": "bash",
+                     "source": "echo two"}}, actor="test")  # fmt: skip
+    job = await asyncio.to_thread(runner.trigger_schedule, f"definition:{found}", actor="test")
+    assert job.args["definition"]["version"] == 2
+    assert job.args["spec"]["source"] == "echo two"
+    async with runner.worker(queues=[job.queue]) as worker:
+        await worker.run_once()
+    assert (await runner.get_job_async(job.id)).result["stdout"] == "two\n"
+
+
+async def test_a_loop_rule_enqueues_the_next_run_after_a_success(
+    runner: App, sql: psycopg.Connection[Any]
+) -> None:
+    found = await define(runner, **script("bash", "echo tick", loop={"every": 3600, "times": 2}))
+    first = await run(runner, found)
+    rows = sql.execute(
+        "SELECT unique_key, state FROM jobs WHERE task = 'tickwork.script' ORDER BY id"
+    ).fetchall()
+    assert rows[0] == (None, "SUCCEEDED")
+    assert rows[1] == (f"definition:{found}:loop:{first}:1", "PENDING")
+
+
+async def test_bad_definitions_are_refused_naming_the_field(runner: App) -> None:
+    cases = (
+        ({"name": "x", "kind": "script", "script": {"language": "cobol", "source": "x"}},
+         "script.language"),
+        ({"name": "x", "kind": "http", "http": {"url": "ftp://example.com/"}}, "http.url"),
+        ({"name": "x", "kind": "http", "script": {"language": "bash", "source": "x"}},
+         "definition"),
+        ({"name": "x", "kind": "script", "script": {"language": "bash", "source": "x",
+          "variables": ["PATH"]}}, "script.variables"),
+        ({"name": "x", "kind": "http", "http": {"url": "https://a.example/"}, "cron": "nope"},
+         "cron"),
+        ({"name": "x", "kind": "http", "http": {"url": "https://a.example/"},
+          "exec_timeout": 100000}, "exec_timeout"),
+    )  # fmt: skip
+    pool = await runner.db.async_pool()
+    for given, field in cases:
+        with pytest.raises((InvalidInput, ScheduleError)) as refused:
+            await admin.create(pool, runner.db.store, given, actor="test")
+        assert refused.value.field == field, (given, refused.value)
+
+
+# --- the API ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def api(runner: App) -> AsyncIterator[Api]:
+    async for started in start_api(runner):
+        yield started
+
+
+async def test_the_api_gives_each_role_its_part(api: Api) -> None:
+    c = api.client
+    body = {"name": "probe", "kind": "http", "http": {"url": "https://example.com/"}}
+    for role in (Role.VIEWER, Role.OPERATOR):
+        answer = await c.post("/api/definitions", json=body, headers=api.headers(role))
+        assert answer.status_code == 403, (role, answer.text)
+    created = await c.post("/api/definitions", json=body, headers=api.headers(Role.ADMIN))
+    assert created.status_code == 201, created.text
+    one = f"/api/definitions/{created.json()['id']}"
+    viewer, operator = api.headers(Role.VIEWER), api.headers(Role.OPERATOR)
+    assert (await c.get(one, headers=viewer)).json()["queue"] == "http"
+    listed = await c.get("/api/definitions", params={"name": "PRO"}, headers=viewer)
+    assert [d["name"] for d in listed.json()["items"]] == ["probe"]
+    assert (await c.post(f"{one}/run", headers=viewer)).status_code == 403
+    assert (await c.patch(one, json={"enabled": False}, headers=operator)).status_code == 403
+    assert (await c.delete(one, headers=operator)).status_code == 403
+    paused = await c.post(f"{one}/pause", headers=operator)
+    assert paused.status_code == 200 and paused.json()["enabled"] is False
+    ran = await c.post(f"{one}/run", headers=operator)
+    assert ran.status_code == 202
+    job = (await c.get(f"/api/jobs/{ran.json()['job_id']}", headers=viewer)).json()
+    assert job["task"] == "tickwork.http" and job["queue"] == "http"
+    assert (await c.delete(one, headers=api.headers(Role.ADMIN))).status_code == 204
+    assert (await c.get(one, headers=viewer)).status_code == 404
+
+
+async def test_the_api_answers_400_naming_each_bad_field(api: Api) -> None:
+    c, admin_headers = api.client, api.headers(Role.ADMIN)
+    answer = await c.post(
+        "/api/definitions",
+        json={"name": "x", "kind": "script", "script": {"language": "cobol", "source": ""}},
+        headers=admin_headers,
+    )
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["field"] == "script.language", answer.text
+    assert "(and 1 more)" in answer.json()["detail"]
+    secret = await c.post(
+        "/api/definitions",
+        json={"name": "z", "kind": "http", "http": {"url": "https://x.example/",
+              "headers": {"Authorization": "Bearer s3cr3t\n"}}},
+        headers=admin_headers,
+    )  # fmt: skip
+    assert secret.status_code == 400 and "s3cr3t" not in secret.text, secret.text
+    created = await c.post(
+        "/api/definitions",
+        json={"name": "y", "kind": "http", "http": {"url": "https://example.com/"}},
+        headers=admin_headers,
+    )
+    one = f"/api/definitions/{created.json()['id']}"
+    for edit, field in (
+        ({"enabled": "yes"}, "enabled"),
+        ({"name": None}, "name"),
+        ({"script": {"language": "bash", "source": "x"}}, "script"),
+    ):
+        answer = await c.patch(one, json=edit, headers=admin_headers)
+        assert answer.status_code == 400, (edit, answer.text)
+        assert field in answer.text, (edit, answer.text)
+
+
+async def test_a_schedule_of_a_definition_is_changed_through_its_definition(api: Api) -> None:
+    c, admin_headers = api.client, api.headers(Role.ADMIN)
+    created = await c.post(
+        "/api/definitions",
+        json={
+            "name": "nightly",
+            "kind": "http",
+            "http": {"url": "https://example.com/"},
+            "cron": "0 3 * * *",
+        },
+        headers=admin_headers,
+    )
+    schedule = f"/api/schedules/definition:{created.json()['id']}"
+    assert (await c.get(schedule, headers=admin_headers)).status_code == 200
+    assert (await c.delete(schedule, headers=admin_headers)).status_code == 409
+    answer = await c.patch(schedule, json={"cron": "0 4 * * *"}, headers=admin_headers)
+    assert answer.status_code == 409
+    taken = await c.post(
+        "/api/schedules",
+        json={"name": "definition:999", "task": "tickwork.http", "cron": "0 3 * * *"},
+        headers=admin_headers,
+    )
+    assert taken.status_code == 400
+    await c.patch(
+        f"/api/definitions/{created.json()['id']}", json={"cron": None}, headers=admin_headers
+    )
+    assert (await c.get(schedule, headers=admin_headers)).status_code == 404
+
+
+async def test_the_http_guard_holds_over_a_real_client(runner: App) -> None:
+    """The runtime refuses before sending: no connection is attempted to the refused host."""
+    sent: list[httpx.Request] = []
+
+    async def record(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200)
+
+    spec = {"method": "GET", "url": "http://10.0.0.1/", "headers": {}}
+    with pytest.raises(AddressRefused):
+        await http.call(
+            spec,
+            exec_timeout=5,
+            variables=Variables({}),
+            settings=HttpRuntimeSettings(),
+            allow=[],
+            transport=httpx.MockTransport(record),
+        )
+    assert sent == []
