@@ -397,8 +397,8 @@ class ScriptRuntimeSettings(BaseModel):
     cpu_seconds: int = Field(600, ge=1)
     """RLIMIT_CPU of a script process (and each of its children)."""
     memory_bytes: int = Field(2 * 1024**3, ge=64 * 1024**2)
-    """RLIMIT_AS of each script process; node and groovy reserve address space up front, so
-    their floor is raised to what their runtime needs (see docs/definitions.md)."""
+    """RLIMIT_AS of each script process. node and groovy (the JVM) reserve address space up
+    front and need about 1 GiB of it to start (see docs/definitions.md)."""
     processes: int = Field(256, ge=1)
     """RLIMIT_NPROC: processes of the script user at once (a fork bomb stops here)."""
     file_bytes: int = Field(64 * 1024**2, ge=0)
