@@ -72,6 +72,8 @@ def db_env(database_url: str, schema: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
     env["TICKWORK_DATABASE_URL"] = database_url
     env["TICKWORK_SCHEMA"] = schema
+    # a serve runs no definitions' executors unless a test asks (connections stay few)
+    env["TICKWORK_RUNTIMES__SERVE"] = "[]"
     return env
 
 

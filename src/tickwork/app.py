@@ -36,7 +36,6 @@ from tickwork.definitions.records import (
     HTTP_QUEUE,
     HTTP_TASK,
     JOB_TIMEOUT,
-    RUNTIME_QUEUES,
     SCRIPT_QUEUES,
     SCRIPT_TASK,
 )
@@ -606,7 +605,8 @@ class App:
         ``retention`` (each unless disabled in the settings) and ``signals`` (the processor
         and the sweeps); the singletons share the host's one lease manager. A worker record
         is kept whenever a job-path role runs (code schedules name it as their definer).
-        ``runtimes``: an executor for each of these definitions' runtimes besides."""
+        ``runtimes``: the executors of these definitions' runtimes besides (one for HTTP,
+        one for the scripts: :func:`tickwork.runtimes.available.executors`)."""
 
         settings = self.settings
         store = self.db.store
@@ -616,11 +616,8 @@ class App:
             worker = self.worker(run_executor="executor" in roles, **worker_options)
             host.add_executor(worker)
         if worker is not None and "executor" in roles:
-            for name in runtimes:  # each runtime on its own queue, with its own concurrency
-                queue = RUNTIME_QUEUES[name]
-                runtime = self.worker(
-                    queues=[queue], concurrency=available.concurrency(name, settings.runtimes)
-                )
+            for name, group in available.executors(runtimes, settings.runtimes):
+                runtime = self.worker(queues=group.queues, concurrency=group.concurrency)
                 host.add_executor(runtime, name=f"executor-{name}")
         if worker is not None and "watchdog" in roles:
             watchdog = Watchdog(

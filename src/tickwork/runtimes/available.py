@@ -4,6 +4,8 @@ interpreter (naming the package to install); ``serve`` runs the ones it finds.""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
+from dataclasses import dataclass
 
 from tickwork.config import RUNTIME_NAMES, RuntimeSettings
 from tickwork.definitions.records import RUNTIME_QUEUES
@@ -43,3 +45,29 @@ def for_serve(settings: RuntimeSettings) -> list[str]:
             continue
         found.append(name)
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorPlan:
+    """An executor ``serve`` adds for definitions: the queues it claims from, how many runs
+    at once."""
+
+    queues: list[str]
+    concurrency: int
+
+
+def executors(
+    runtimes: Collection[str], settings: RuntimeSettings
+) -> list[tuple[str, ExecutorPlan]]:
+    """The executors of ``serve`` for these runtimes: one for HTTP calls and one for every
+    script language together (at most ``runtimes.scripts.concurrency`` scripts at once in
+    the process), so a slow endpoint never holds up scripts; two executors, not one per
+    runtime, keep a serve's database connections few. ``tickwork worker --runtime`` gives a
+    runtime a process of its own."""
+    plans: list[tuple[str, ExecutorPlan]] = []
+    if "http" in runtimes:
+        plans.append(("http", ExecutorPlan([RUNTIME_QUEUES["http"]], settings.http.concurrency)))
+    scripts = [RUNTIME_QUEUES[n] for n in RUNTIME_NAMES if n != "http" and n in runtimes]
+    if scripts:
+        plans.append(("scripts", ExecutorPlan(scripts, settings.scripts.concurrency)))
+    return plans
