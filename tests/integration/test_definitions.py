@@ -5,6 +5,7 @@ before any connection is made."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import tempfile
@@ -520,3 +521,58 @@ async def test_the_http_guard_holds_over_a_real_client(runner: App) -> None:
             transport=httpx.MockTransport(record),
         )
     assert sent == []
+
+
+# --- webhooks -----------------------------------------------------------------------------
+
+
+async def test_a_webhook_runs_its_definition_with_the_body_as_the_payload(
+    api: Api, runner: App
+) -> None:
+    c, admin_headers = api.client, api.headers(Role.ADMIN)
+    source = 'cat "$TICKWORK_TRIGGER"'
+    created = await c.post(
+        "/api/definitions",
+        json={"name": "hooked", "kind": "script", "script": {"language": "bash", "source": source}},
+        headers=admin_headers,
+    )
+    one = f"/api/definitions/{created.json()['id']}"
+    for role in (Role.VIEWER, Role.OPERATOR):
+        assert (await c.post(f"{one}/webhook", headers=api.headers(role))).status_code == 403
+    hook = await c.post(f"{one}/webhook", headers=admin_headers)
+    assert hook.status_code == 201, hook.text
+    path, token = hook.json()["path"], hook.json()["token"]
+    assert path.endswith(f"/{token}") and token.startswith("twh_")
+    shown = (await c.get(one, headers=admin_headers)).text
+    assert '"webhook":true' in shown and token not in shown
+
+    called = await c.post(path, content=b'{"ref": "main"}', headers={"content-type": "x/y"})
+    assert called.status_code == 202, called.text
+    job = await runner.get_job_async(called.json()["job_id"])
+    assert job.args["trigger"] == {"via": "webhook", "payload": '{"ref": "main"}',
+                                   "content_type": "x/y"}  # fmt: skip
+    async with runner.worker(queues=[job.queue]) as worker:
+        await worker.run_once()
+    ran = await runner.get_job_async(job.id)
+    assert json.loads(ran.result["stdout"])["payload"] == '{"ref": "main"}'
+
+    # a wrong token, an unknown definition: the same 404
+    wrong = await c.post(path.replace(token, token[:-2] + "xx"), json={})
+    unknown = await c.post(path.replace(f"/{created.json()['id']}/", "/987654/"), json={})
+    assert wrong.status_code == unknown.status_code == 404
+    assert wrong.json()["detail"].replace("987654", "") == wrong.json()["detail"]
+    # a body that is not text, one too large
+    assert (await c.post(path, content=b"\xff\xfe")).status_code == 400
+    assert (await c.post(path, content=b"x" * (64 * 1024 + 1))).status_code == 413
+    # paused: 409; a new token replaces the old one; removed: 404
+    await c.post(f"{one}/pause", headers=api.headers(Role.OPERATOR))
+    assert (await c.post(path, json={})).status_code == 409
+    await c.post(f"{one}/resume", headers=api.headers(Role.OPERATOR))
+    rotated = (await c.post(f"{one}/webhook", headers=admin_headers)).json()["path"]
+    assert (await c.post(path, json={})).status_code == 404
+    assert (await c.post(rotated, json={})).status_code == 202
+    assert (await c.delete(f"{one}/webhook", headers=admin_headers)).status_code == 204
+    assert (await c.post(rotated, json={})).status_code == 404
+    audit = await c.get("/api/audit", params={"target_type": "definition"}, headers=admin_headers)
+    events = {e["event_type"] for e in audit.json()["items"]}
+    assert {"definition.webhook_set", "definition.webhook", "definition.webhook_removed"} <= events

@@ -265,9 +265,12 @@ async def refusals(contract: Contract, api: Api, sql: psycopg.Connection[Any]) -
         ("POST", "/api/definitions/{id}/pause", operator, None),
         ("POST", "/api/definitions/{id}/resume", operator, None),
         ("POST", "/api/definitions/{id}/run", operator, None),
+        ("POST", "/api/definitions/{id}/webhook", admin, None),
+        ("DELETE", "/api/definitions/{id}/webhook", admin, None),
+        ("POST", "/api/webhooks/{id}/{token}", None, {"event": "push"}),
     ):
         request = {} if body is None else {"json": body}
-        url = re.sub(r"\{name\}", "nope", path)
+        url = re.sub(r"\{(name|token)\}", "nope", path)
         url = re.sub(r"\{(?:[a-z_]+_)?id\}", str(MISSING), url)
         await ask(c, (method, path), url, token, 404, **request)
 
@@ -341,6 +344,18 @@ async def refusals(contract: Contract, api: Api, sql: psycopg.Connection[Any]) -
     other = await made(definitions, definitions[1], admin, json=ping | {"name": "pong"})
     rename = ("PATCH", "/api/definitions/{id}")
     await ask(c, rename, f"/api/definitions/{other['id']}", admin, 409, json={"name": "ping"})
+    # 409 of a webhook: its definition is paused
+    hook = await made(
+        ("POST", "/api/definitions/{id}/webhook"), f"/api/definitions/{other['id']}/webhook", admin
+    )
+    await ask(
+        c,
+        ("POST", "/api/definitions/{id}/pause"),
+        f"/api/definitions/{other['id']}/pause",
+        operator,
+        200,
+    )
+    await ask(c, ("POST", "/api/webhooks/{id}/{token}"), hook["path"], None, 409, json={})
 
     # the signals: 409 where this process holds no lease, 503 where nobody does
     put = {"dry-run": {"dry_run": True}, "organisations": {"organisations": ["1"]}}

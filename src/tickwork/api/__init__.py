@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI
 
-from tickwork.api import definitions, docs, identity, jobs, schedules, system
+from tickwork.api import definitions, docs, identity, jobs, schedules, system, webhooks
 from tickwork.api import signals as signal_routes
 from tickwork.api.contract import declare
 from tickwork.api.gate import BODY_BUDGET_BYTES, Gate
@@ -48,7 +48,7 @@ def create_api(
         dependencies=[Depends(authorize), Depends(refuse_unstorable_parameters)],
     )
     api.state.services = Services(app, auth, pool, signals)
-    for module in (identity, jobs, schedules, definitions, system, signal_routes):
+    for module in (identity, jobs, schedules, definitions, webhooks, system, signal_routes):
         api.include_router(module.router)
     docs.install(api)
     install(api)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from tickwork.api.contract import answer
 from tickwork.api.inputs import CursorQuery, IdPath
-from tickwork.api.schemas import DefinitionOut, DefinitionPage, RunOut
+from tickwork.api.schemas import DefinitionOut, DefinitionPage, RunOut, WebhookOut
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.definitions import admin
@@ -94,3 +94,23 @@ async def resume_definition(id: IdPath, svc: Svc, who: Caller) -> Any:
 async def run_definition(id: IdPath, svc: Svc, who: Caller) -> dict[str, int]:
     """Enqueue one run now with the definition as it is; the run's job id."""
     return {"job_id": await admin.run_now(svc.pool, svc.store, id, actor=who.actor)}
+
+
+@router.post(
+    "/api/definitions/{id}/webhook",
+    response_model=WebhookOut,
+    status_code=201,
+    responses=NO_DEFINITION,
+)
+async def set_webhook(id: IdPath, svc: Svc, who: Caller) -> dict[str, str]:
+    """Give the definition a webhook with a new token (an earlier one stops working). The
+    token is shown in this answer only."""
+    token = await admin.set_webhook(svc.pool, svc.store, id, actor=who.actor)
+    return {"path": admin.webhook_path(id, token), "token": token}
+
+
+@router.delete("/api/definitions/{id}/webhook", status_code=204, responses=NO_DEFINITION)
+async def remove_webhook(id: IdPath, svc: Svc, who: Caller) -> Response:
+    """Remove the definition's webhook: its token stops working."""
+    await admin.remove_webhook(svc.pool, svc.store, id, actor=who.actor)
+    return Response(status_code=204)

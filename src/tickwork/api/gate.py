@@ -12,6 +12,7 @@ requests without a body pass untouched.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -19,9 +20,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tickwork.api.problems import problem
 from tickwork.errors import AuthError
 
+PARAMETER = re.compile(r"\\\{[a-z_]+\\\}")
+"""A path parameter in a route's template, as re.escape leaves it."""
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 PUBLIC_BODY_BYTES = 64 * 1024
-"""Largest body of a route that takes no token (login, refresh, logout, accepting an invite)."""
+"""Largest body of a route that takes no token (login, refresh, logout, accepting an invite,
+a webhook's call)."""
 BODY_BUDGET_BYTES = 64 * 1024 * 1024
 """Bytes of request bodies the process holds while reading them, all requests together."""
 
@@ -40,20 +44,31 @@ class Gate:
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
-        self.public = frozenset(public)
-        """(method, path) of the routes that take no token (their paths have no parameters)."""
+        self.public = frozenset(r for r in public if "{" not in r[1])
+        """(method, path) of the routes that take no token and have no path parameters."""
+        self.public_templates = [
+            (method, re.compile("^" + PARAMETER.sub("[^/]+", re.escape(path)) + "$"))
+            for method, path in public
+            if "{" in path
+        ]
+        """The public routes with path parameters (a webhook's), as patterns."""
         self.check_token = check_token
         """Raises :class:`AuthError` for a token that cannot be good (no database asked)."""
         self.budget = budget
         self.reading = 0
         """Bytes of bodies being read right now."""
 
+    def _public(self, method: str, path: str) -> bool:
+        if (method, path) in self.public:
+            return True
+        return any(m == method and p.match(path) for m, p in self.public_templates)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
             await self.app(scope, receive, send)
             return
         headers = {k.lower(): v for k, v in scope["headers"]}
-        public = (scope["method"], scope["path"]) in self.public
+        public = self._public(scope["method"], scope["path"])
         limit = min(self.max_body_bytes, PUBLIC_BODY_BYTES) if public else self.max_body_bytes
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):

@@ -434,6 +434,7 @@ class DefinitionOut(Model):
     retry: dict[str, Any]
     loop: dict[str, Any] | None
     enabled: bool
+    webhook: bool = Field(description="it has a webhook: POST /api/webhooks/{id}/{token}")
     version: int = Field(description="1 at creation, one more at every edit")
     created_by: str
     created_at: datetime
@@ -444,6 +445,11 @@ class DefinitionOut(Model):
 class DefinitionPage(Model):
     items: list[DefinitionOut]
     next_cursor: int | None = Field(description="after of the next page; null on the last")
+
+
+class WebhookOut(Model):
+    path: str = Field(description="POST here to run the definition; shown this once")
+    token: str = Field(description="the token in the path; only its hash is stored")
 
 
 class RunOut(Model):

@@ -200,3 +200,33 @@ def definitions_delete(key: str, app: AppOption = None) -> None:
 
     run_with_pool(app, drop)
     typer.echo(f"deleted definition {key}")
+
+
+@definitions_cli.command("webhook")
+def definitions_webhook(
+    key: str,
+    app: AppOption = None,
+    remove: Annotated[
+        bool, typer.Option("--remove", help="Remove the webhook: its token stops working.")
+    ] = False,
+) -> None:
+    """Give a definition a webhook with a new token (printed once; an earlier token stops
+    working), or remove it."""
+    from tickwork.definitions import admin
+
+    actor = cli_actor()
+
+    async def change(the_app: Any, pool: Any) -> str | None:
+        store = the_app.db.store
+        found = await admin.find(pool, store, key)
+        if remove:
+            await admin.remove_webhook(pool, store, found, actor=actor)
+            return None
+        token = await admin.set_webhook(pool, store, found, actor=actor)
+        return admin.webhook_path(found, token)
+
+    path = run_with_pool(app, change)
+    if path is None:
+        typer.echo(f"removed the webhook of definition {key}")
+    else:
+        typer.echo(f"POST {path}  (shown once; the token is not stored)")

@@ -3,11 +3,13 @@ run now. Every write keeps the definition's schedule row in step, in the same tr
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Mapping
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from tickwork.auth.tokens import new_token, token_hash
 from tickwork.config import DEFAULT_PRIORITY
 from tickwork.db.driver_errors import DuplicateKey
 from tickwork.db.store import AsyncConn, Store
@@ -250,39 +252,117 @@ async def run_now(
     definition_id: int,
     *,
     actor: str,
-    trigger: Mapping[str, Any] | None = None,
-    event: str = "definition.run",
-    require_enabled: bool = False,
 ) -> int:
     """Enqueue one run now with the definition as it is (audited with the job's id); the
-    job's id. ``require_enabled``: a paused definition answers 409 (webhooks)."""
+    job's id. A paused definition runs too: an operator asked for it."""
     async with pool.connection() as conn, conn.transaction():
         row = await store.definition_get_locked(conn, id=definition_id)
         if row is None:
             raise NotFoundError("definition", definition_id)
-        definition = Definition.from_row(row)
-        if require_enabled and not definition.enabled:
-            raise ConflictError(f"definition {definition.name!r} is paused")
-        job = JobRow(
-            queue=definition.queue,
-            task=definition.task,
-            args=definition.snapshot({"via": "operator", "actor": actor, **(trigger or {})}),
-            priority=DEFAULT_PRIORITY,
-            max_attempts=definition.retry["max_attempts"],
-            run_at=None,
-            timeout=JOB_TIMEOUT,
-            unique_key=None,
-            created_by=actor,
-        )
-        plan = insert_plan([job])
-        answer = await store.job_insert(conn, job=plan.sent[0], args=plan.args)
-        job_id: int = answer["id"]
-        await store.definition_run_audit(
-            conn,
-            id=definition.id,
-            job_id=job_id,
-            version=definition.version,
-            event=event,
-            actor=actor,
-        )
+        trigger = {"via": "operator", "actor": actor}
+        return await _enqueue_run(conn, store, Definition.from_row(row), trigger, actor)
+
+
+async def _enqueue_run(
+    conn: AsyncConn,
+    store: Store,
+    definition: Definition,
+    trigger: dict[str, Any],
+    actor: str,
+    event: str = "definition.run",
+) -> int:
+    """Insert one run of ``definition`` (its snapshot) and its audit event; the job's id."""
+    job = JobRow(
+        queue=definition.queue,
+        task=definition.task,
+        args=definition.snapshot(trigger),
+        priority=DEFAULT_PRIORITY,
+        max_attempts=definition.retry["max_attempts"],
+        run_at=None,
+        timeout=JOB_TIMEOUT,
+        unique_key=None,
+        created_by=actor,
+    )
+    plan = insert_plan([job])
+    answer = await store.job_insert(conn, job=plan.sent[0], args=plan.args)
+    job_id: int = answer["id"]
+    await store.definition_run_audit(
+        conn,
+        id=definition.id,
+        job_id=job_id,
+        version=definition.version,
+        event=event,
+        actor=actor,
+    )
     return job_id
+
+
+WEBHOOK_TOKEN_PREFIX = "twh_"
+MAX_WEBHOOK_PAYLOAD = 64 * 1024
+"""Bytes of a webhook request's body a run keeps as its trigger's payload (the API refuses
+a larger body with 413)."""
+
+
+def webhook_path(definition_id: int, token: str) -> str:
+    return f"/api/webhooks/{definition_id}/{token}"
+
+
+async def set_webhook(
+    pool: AsyncConnectionPool[Any], store: Store, definition_id: int, *, actor: str
+) -> str:
+    """A new webhook token for the definition (any earlier one stops working); only its hash
+    is stored, so this is the one time it is seen."""
+    token = new_token(WEBHOOK_TOKEN_PREFIX)
+    async with pool.connection() as conn:
+        row = await store.definition_webhook_set(
+            conn, id=definition_id, hash=token_hash(token), event="definition.webhook_set",
+            actor=actor,
+        )  # fmt: skip
+    if row is None:
+        raise NotFoundError("definition", definition_id)
+    return token
+
+
+async def remove_webhook(
+    pool: AsyncConnectionPool[Any], store: Store, definition_id: int, *, actor: str
+) -> None:
+    """Remove the definition's webhook: its token stops working."""
+    async with pool.connection() as conn:
+        row = await store.definition_webhook_set(
+            conn, id=definition_id, hash=None, event="definition.webhook_removed", actor=actor
+        )
+    if row is None:
+        raise NotFoundError("definition", definition_id)
+
+
+async def webhook_run(
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    definition_id: int,
+    token: str,
+    payload: bytes,
+    content_type: str | None,
+) -> int:
+    """Enqueue one run for a webhook call; the job's id. An unknown definition, one without
+    a webhook and a wrong token are the same NotFoundError (nothing tells them apart); a
+    paused definition is a ConflictError. The body is the run's ``trigger.payload`` (text)."""
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidField("body", "must be UTF-8 text (JSON, form data, plain text)") from None
+    if "\x00" in text:
+        raise InvalidField("body", "must not contain NUL (\\x00) characters")
+    if len(payload) > MAX_WEBHOOK_PAYLOAD:
+        raise InvalidField("body", f"is larger than {MAX_WEBHOOK_PAYLOAD:,} bytes")
+    presented = token_hash(token)
+    async with pool.connection() as conn, conn.transaction():
+        row = await store.definition_get_locked(conn, id=definition_id)
+        stored = None if row is None else row["webhook_hash"]
+        if stored is None or not hmac.compare_digest(bytes(stored), presented):
+            raise NotFoundError("webhook", definition_id)
+        definition = Definition.from_row(row)  # type: ignore[arg-type]
+        if not definition.enabled:
+            raise ConflictError(f"definition {definition.name!r} is paused")
+        trigger = {"via": "webhook", "payload": text, "content_type": content_type}
+        actor = f"webhook:{definition.id}"
+        return await _enqueue_run(conn, store, definition, trigger, actor, "definition.webhook")

@@ -59,7 +59,9 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 REFERENCE = re.compile(r"\{\{\s*vars\.([A-Za-z_][A-Za-z0-9_.-]{0,127})\s*\}\}")
 """A global variable's place in an HTTP definition's URL, header values and body."""
-RESERVED_ENV = frozenset({"PATH", "HOME", "LANG", "TMPDIR", "JAVA_HOME", "JAVA_OPTS", "PWD"})
+RESERVED_ENV = frozenset(
+    {"PATH", "HOME", "LANG", "TMPDIR", "JAVA_HOME", "JAVA_OPTS", "PWD", "TICKWORK_TRIGGER"}
+)
 """Environment names a script's variables may not take (the runtime sets them)."""
 METHODS = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
@@ -267,6 +269,8 @@ class Definition:
     retry: dict[str, Any]
     loop: dict[str, Any] | None
     enabled: bool
+    webhook: bool
+    """Whether the definition has a webhook (its token is shown once, when it is made)."""
     version: int
     created_by: str
     created_at: datetime
@@ -288,6 +292,7 @@ class Definition:
             retry=row["backoff"] | {"max_attempts": row["max_attempts"]},
             loop=row["loop"],
             enabled=row["enabled"],
+            webhook=row["webhook_hash"] is not None,
             version=row["version"],
             created_by=row["created_by"],
             created_at=row["created_at"],

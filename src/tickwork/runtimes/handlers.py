@@ -85,6 +85,7 @@ class Runtimes:
                 exec_timeout=policy["exec_timeout"],
                 variables=variables,
                 settings=self.settings.scripts,
+                trigger=trigger,
             )
         except RunFailed as exc:
             raise RunFailed(variables.mask(str(exc))) from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -31,6 +32,9 @@ from tickwork.definitions.templates import Variables
 from tickwork.errors import RunFailed, RuntimeMissing
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
+TRIGGER_FILE = "trigger.json"
+"""In the work directory: what made the run (``{"via": "webhook", "payload": ...}``, or the
+schedule, or the operator who ran it), named by ``$TICKWORK_TRIGGER``."""
 TIMED_OUT = 124
 """The exit status of ``timeout`` when the script ran out of time."""
 CHUNK = 64 * 1024
@@ -102,6 +106,7 @@ def _environment(
         "LANG": "C.UTF-8",
         "HOME": workdir,
         "TMPDIR": workdir,
+        "TICKWORK_TRIGGER": str(Path(workdir, TRIGGER_FILE)),
     }
     for name in spec.get("variables", []):
         env[env_name(name)] = variables.values[name]
@@ -130,11 +135,14 @@ def _kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _prepare(parent: Path | None, file_name: str, source: str) -> tuple[str, Path]:
-    """A fresh working directory holding the script."""
+def _prepare(
+    parent: Path | None, file_name: str, source: str, trigger: Mapping[str, Any]
+) -> tuple[str, Path]:
+    """A fresh working directory holding the script and what triggered the run."""
     workdir = tempfile.mkdtemp(prefix="tickwork-run-", dir=parent)
     script = Path(workdir, file_name)
     script.write_text(source, encoding="utf-8")
+    Path(workdir, TRIGGER_FILE).write_text(json.dumps(trigger), encoding="utf-8")
     return workdir, script
 
 
@@ -186,9 +194,11 @@ async def run(
     exec_timeout: float,
     variables: Variables,
     settings: ScriptRuntimeSettings,
+    trigger: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the script; its result (exit code, duration, stdout and stderr, each capped and
-    flagged when truncated); RunFailed on a non-zero exit or a timeout."""
+    flagged when truncated); RunFailed on a non-zero exit or a timeout. ``trigger`` (what
+    made the run) is in the file ``$TICKWORK_TRIGGER`` names."""
     language: str = spec["language"]
     found = interpreter(language, settings)
     started = time.monotonic()
@@ -196,7 +206,7 @@ async def run(
     sandbox = _sandbox(settings)
     owner = (settings.uid, settings.gid) if sandbox else None
     workdir, script = await asyncio.to_thread(
-        _prepare, settings.workdir, FILE_NAMES[language], spec["source"]
+        _prepare, settings.workdir, FILE_NAMES[language], spec["source"], trigger or {}
     )
     try:
         if found.transpiler is not None:

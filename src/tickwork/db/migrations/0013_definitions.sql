@@ -18,6 +18,7 @@ CREATE TABLE {schema}.definitions (
     backoff      jsonb       NOT NULL,
     loop         jsonb,
     enabled      boolean     NOT NULL DEFAULT true,
+    webhook_hash bytea,                 -- SHA-256 of the webhook's token; NULL: no webhook
     version      integer     NOT NULL DEFAULT 1,
     created_by   text        NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT now(),

@@ -109,3 +109,18 @@ DELETE FROM {schema}.schedules WHERE name = %(name)s AND origin = 'definition';
 INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
 VALUES (%(actor)s, %(event)s, 'definition', %(id)s::text,
         jsonb_build_object('job_id', %(job_id)s::bigint, 'version', %(version)s::integer));
+
+-- name: definition_webhook_set
+-- Give the definition a webhook token (its hash), replacing any before, or remove it (NULL),
+-- with its audit event.
+WITH stored AS (
+    UPDATE {schema}.definitions
+    SET webhook_hash = %(hash)s, updated_by = %(actor)s, updated_at = now()
+    WHERE id = %(id)s
+    RETURNING *
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, %(event)s, 'definition', s.id::text, jsonb_build_object('name', s.name)
+    FROM stored s
+)
+SELECT * FROM stored;

@@ -116,6 +116,15 @@ class DefinitionStatements(Runner):
         rows = await self._rows(conn, "definition_delete", {"id": id, "actor": actor})
         return rows[0] if rows else None
 
+    async def definition_webhook_set(
+        self, conn: AsyncConn, *, id: int, hash: bytes | None, event: str, actor: str
+    ) -> Row | None:
+        """Set (or, with None, remove) the webhook token's hash, audited; the row, or None
+        when there is no such definition."""
+        params = {"id": id, "hash": hash, "event": event, "actor": actor}
+        rows = await self._rows(conn, "definition_webhook_set", params)
+        return rows[0] if rows else None
+
     async def definition_schedule_put(
         self, conn: AsyncConn, *, schedule: DefinitionSchedule
     ) -> None:
