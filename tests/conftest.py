@@ -42,6 +42,7 @@ TABLES = (
     "signal_overrides",
     "signal_holder_config",
     "definitions",
+    "definition_activity",
 )
 
 

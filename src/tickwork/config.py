@@ -64,6 +64,7 @@ DEFAULT_SCHEDULER_INTERVAL = 30.0
 DEFAULT_RETENTION_INTERVAL = 60.0
 DEFAULT_RETENTION_BATCH = 5000
 DEFAULT_FINISHED_RETENTION = 24 * 3600.0
+DEFAULT_ACTIVITY_RETENTION = 30 * 86400.0
 DEFAULT_DEAD_LETTER_RETENTION = 7 * 24 * 3600.0
 
 DEFAULT_API_HOST = "127.0.0.1"
@@ -195,6 +196,8 @@ class RetentionSettings(BaseModel):
     finished_after: float = seconds(DEFAULT_FINISHED_RETENTION)
     dead_letter_after: float = seconds(DEFAULT_DEAD_LETTER_RETENTION)
     interval: float = seconds(DEFAULT_RETENTION_INTERVAL)
+    activity_after: float = seconds(DEFAULT_ACTIVITY_RETENTION)
+    """How long a definition's activity buckets (its charts) are kept: 30 days."""
     batch: int = Field(DEFAULT_RETENTION_BATCH, ge=1)
     vacuum: Literal["auto", "always", "never"] = "auto"
     """After deleting, VACUUM the job tables: "auto" only when the server's autovacuum is

@@ -25,6 +25,7 @@ from tickwork.config import HttpRuntimeSettings
 from tickwork.definitions import admin
 from tickwork.definitions.templates import Variables
 from tickwork.errors import AddressRefused, InvalidInput, RunFailed, ScheduleError
+from tickwork.queue.retention import Retention
 from tickwork.runtimes import http
 from tickwork.runtimes.available import check
 from tickwork.runtimes.netguard import networks
@@ -576,3 +577,41 @@ async def test_a_webhook_runs_its_definition_with_the_body_as_the_payload(
     audit = await c.get("/api/audit", params={"target_type": "definition"}, headers=admin_headers)
     events = {e["event_type"] for e in audit.json()["items"]}
     assert {"definition.webhook_set", "definition.webhook", "definition.webhook_removed"} <= events
+
+
+# --- activity -----------------------------------------------------------------------------
+
+
+async def test_activity_counts_each_attempt_and_retention_ages_it_out(
+    api: Api, runner: App, target: str, sql: psycopg.Connection[Any]
+) -> None:
+    ok = await define(runner, name="fine", kind="http", http={"url": f"{target}/ok"})
+    bad = await define(
+        runner,
+        name="broken",
+        kind="http",
+        http={"url": f"{target}/fail"},
+        retry={"max_attempts": 1},
+    )
+    await run(runner, ok)
+    await run(runner, ok)
+    await run(runner, bad)
+    c, viewer = api.client, api.headers(Role.VIEWER)
+    fine = (await c.get(f"/api/definitions/{ok}/activity", headers=viewer)).json()
+    assert (fine["runs"], fine["succeeded"], fine["failed"]) == (2, 2, 0)
+    assert fine["window"] == "24h" and fine["bucket_seconds"] == 3600
+    assert sum(b["runs"] for b in fine["buckets"]) == 2
+    broken = (await c.get(f"/api/definitions/{bad}/activity?window=1h", headers=viewer)).json()
+    assert (broken["runs"], broken["succeeded"], broken["failed"]) == (1, 0, 1)
+    refused = await c.get(f"/api/definitions/{ok}/activity?window=2y", headers=viewer)
+    assert refused.status_code == 400 and refused.json()["field"] == "window"
+
+    sql.execute(
+        "INSERT INTO definition_activity (definition_id, bucket, runs, succeeded)"
+        " VALUES (%s, now() - interval '40 days', 5, 5)",
+        [ok],
+    )
+    pool = await runner.db.async_pool()
+    await Retention(pool, runner.db.store, runner.settings.retention).run_once()
+    left = sql.execute("SELECT count(*), sum(runs) FROM definition_activity").fetchone()
+    assert left == (2, 3)  # the old bucket went; this hour's two stayed

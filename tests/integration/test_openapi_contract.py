@@ -265,6 +265,7 @@ async def refusals(contract: Contract, api: Api, sql: psycopg.Connection[Any]) -
         ("POST", "/api/definitions/{id}/pause", operator, None),
         ("POST", "/api/definitions/{id}/resume", operator, None),
         ("POST", "/api/definitions/{id}/run", operator, None),
+        ("GET", "/api/definitions/{id}/activity", viewer, None),
         ("POST", "/api/definitions/{id}/webhook", admin, None),
         ("DELETE", "/api/definitions/{id}/webhook", admin, None),
         ("POST", "/api/webhooks/{id}/{token}", None, {"event": "push"}),

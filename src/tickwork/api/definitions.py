@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from tickwork.api.contract import answer
 from tickwork.api.inputs import CursorQuery, IdPath
-from tickwork.api.schemas import DefinitionOut, DefinitionPage, RunOut, WebhookOut
+from tickwork.api.schemas import ActivityOut, DefinitionOut, DefinitionPage, RunOut, WebhookOut
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.definitions import admin
@@ -114,3 +114,12 @@ async def remove_webhook(id: IdPath, svc: Svc, who: Caller) -> Response:
     """Remove the definition's webhook: its token stops working."""
     await admin.remove_webhook(svc.pool, svc.store, id, actor=who.actor)
     return Response(status_code=204)
+
+
+@router.get("/api/definitions/{id}/activity", response_model=ActivityOut, responses=NO_DEFINITION)
+async def definition_activity(
+    id: IdPath, svc: Svc, window: Literal["1h", "24h", "7d", "30d"] = "24h"
+) -> dict[str, Any]:
+    """The definition's runs over the window, in buckets (5 minutes for 1h, an hour for 24h,
+    6 hours for 7d, a day for 30d): attempts ended, succeeded, failed, durations."""
+    return await admin.activity(svc.pool, svc.store, id, window)

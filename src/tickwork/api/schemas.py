@@ -447,6 +447,26 @@ class DefinitionPage(Model):
     next_cursor: int | None = Field(description="after of the next page; null on the last")
 
 
+class ActivityBucket(Model):
+    at: datetime = Field(description="the bucket's start")
+    runs: int = Field(description="attempts that ended in it")
+    succeeded: int
+    failed: int
+    mean_duration: float = Field(description="seconds")
+    max_duration: float = Field(description="seconds")
+
+
+class ActivityOut(Model):
+    definition_id: int
+    window: Literal["1h", "24h", "7d", "30d"]
+    bucket_seconds: float
+    buckets: list[ActivityBucket] = Field(description="only buckets with runs, oldest first")
+    runs: int
+    succeeded: int
+    failed: int
+    mean_duration: float
+
+
 class WebhookOut(Model):
     path: str = Field(description="POST here to run the definition; shown this once")
     token: str = Field(description="the token in the path; only its hash is stored")

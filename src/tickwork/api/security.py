@@ -76,6 +76,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("POST", "/api/definitions/{id}/pause"): OPERATOR,
     ("POST", "/api/definitions/{id}/resume"): OPERATOR,
     ("POST", "/api/definitions/{id}/run"): OPERATOR,
+    ("GET", "/api/definitions/{id}/activity"): VIEWER,
     ("POST", "/api/definitions/{id}/webhook"): ADMIN,
     ("DELETE", "/api/definitions/{id}/webhook"): ADMIN,
     ("POST", "/api/webhooks/{id}/{token}"): PUBLIC,  # the token in the path is the credential

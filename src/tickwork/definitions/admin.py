@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -366,3 +367,51 @@ async def webhook_run(
         trigger = {"via": "webhook", "payload": text, "content_type": content_type}
         actor = f"webhook:{definition.id}"
         return await _enqueue_run(conn, store, definition, trigger, actor, "definition.webhook")
+
+
+ACTIVITY_WINDOWS: dict[str, tuple[float, float]] = {
+    "1h": (3600.0, 300.0),
+    "24h": (86400.0, 3600.0),
+    "7d": (7 * 86400.0, 6 * 3600.0),
+    "30d": (30 * 86400.0, 86400.0),
+}
+"""The activity windows a chart asks for, each with its bucket size (seconds)."""
+
+
+async def activity(
+    pool: AsyncConnectionPool[Any], store: Store, definition_id: int, window: str = "24h"
+) -> dict[str, Any]:
+    """The definition's runs over ``window`` (one of :data:`ACTIVITY_WINDOWS`), in buckets:
+    attempts ended, succeeded, failed, mean and longest duration; and the totals."""
+    if window not in ACTIVITY_WINDOWS:
+        raise InvalidInput("window", window, f"must be one of {', '.join(ACTIVITY_WINDOWS)}")
+    span, step = ACTIVITY_WINDOWS[window]
+    async with pool.connection() as conn:
+        if await store.definition_get(conn, id=definition_id) is None:
+            raise NotFoundError("definition", definition_id)
+        now = await store.schedule_now(conn)
+        rows = await store.definition_activity_list(
+            conn, id=definition_id, since=now - timedelta(seconds=span), step=step
+        )
+    buckets = [
+        {
+            "at": r["at"],
+            "runs": r["runs"],
+            "succeeded": r["succeeded"],
+            "failed": r["failed"],
+            "mean_duration": r["duration_total"] / r["runs"] if r["runs"] else 0.0,
+            "max_duration": r["duration_max"],
+        }
+        for r in rows
+    ]
+    runs = sum(b["runs"] for b in buckets)
+    return {
+        "definition_id": definition_id,
+        "window": window,
+        "bucket_seconds": step,
+        "buckets": buckets,
+        "runs": runs,
+        "succeeded": sum(b["succeeded"] for b in buckets),
+        "failed": sum(b["failed"] for b in buckets),
+        "mean_duration": (sum(r["duration_total"] for r in rows) / runs) if runs else 0.0,
+    }

@@ -2,7 +2,8 @@
 the claim and the watchdog work on stay the size of the live work, not of all history.
 
 SUCCEEDED and CANCELLED jobs go after ``retention.finished_after``; DEAD_LETTER ones after
-``retention.dead_letter_after`` (longer: an operator may still retry them). Jobs that may
+``retention.dead_letter_after`` (longer: an operator may still retry them); definitions'
+activity buckets after ``retention.activity_after``. Jobs that may
 still run are never deleted. Safe in any number of processes at once (SKIP LOCKED).
 """
 
@@ -67,8 +68,18 @@ class Retention:
                 break
         if deleted:
             log.info("deleted finished jobs past retention", extra={"deleted": deleted})
+        await self._prune_activity()
         vacuumed = await self._maybe_vacuum()
         return PruneResult(deleted, vacuumed)
+
+    async def _prune_activity(self) -> None:
+        """Definitions' activity buckets past ``retention.activity_after``."""
+        pruned = self.settings.batch
+        while pruned >= self.settings.batch:
+            async with self.pool.connection() as conn:
+                pruned = await self.store.definition_activity_prune(
+                    conn, older_than=self.settings.activity_after, limit=self.settings.batch
+                )
 
     async def _maybe_vacuum(self) -> bool:
         async with self.pool.connection() as conn:

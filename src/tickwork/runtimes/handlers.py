@@ -3,17 +3,21 @@ its job carries, and its loop rule (the next run enqueued when this one succeede
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 from typing import Any
 
 from tickwork.config import Settings
 from tickwork.db.database import Database
+from tickwork.db.driver_errors import CONNECTION_ERRORS
 from tickwork.db.store.jobs import JobRow
 from tickwork.definitions.records import JOB_TIMEOUT, RetryPolicy
 from tickwork.definitions.templates import Variables, load, referenced
-from tickwork.errors import RunFailed
+from tickwork.errors import DatabaseError, RunFailed
 from tickwork.queue.backoff import Backoff
 from tickwork.queue.enqueue import insert_plan
 from tickwork.runtimes import http, script
@@ -22,6 +26,9 @@ from tickwork.types import Job
 from tickwork.worker.context import JobContext
 
 log = logging.getLogger("tickwork.runtimes")
+
+COUNT_ERRORS: tuple[type[BaseException], ...] = (DatabaseError, *CONNECTION_ERRORS)
+"""What may keep a run's activity from being counted (logged; the run's outcome stands)."""
 
 
 def job_backoff(job: Job) -> Backoff:
@@ -53,18 +60,19 @@ class Runtimes:
         loop: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One run of an HTTP definition."""
-        texts = [spec["url"], spec.get("body"), *spec.get("headers", {}).values()]
-        variables = await self._variables(texts, [])
-        try:
-            result = await http.call(
-                spec,
-                exec_timeout=policy["exec_timeout"],
-                variables=variables,
-                settings=self.settings.http,
-                allow=self.allow,
-            )
-        except RunFailed as exc:
-            raise RunFailed(variables.mask(str(exc))) from None
+        async with self._counted(definition):
+            texts = [spec["url"], spec.get("body"), *spec.get("headers", {}).values()]
+            variables = await self._variables(texts, [])
+            try:
+                result = await http.call(
+                    spec,
+                    exec_timeout=policy["exec_timeout"],
+                    variables=variables,
+                    settings=self.settings.http,
+                    allow=self.allow,
+                )
+            except RunFailed as exc:
+                raise RunFailed(variables.mask(str(exc))) from None
         await self._loop(ctx, definition, loop, policy)
         return result
 
@@ -78,19 +86,49 @@ class Runtimes:
         loop: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One run of a script definition."""
-        variables = await self._variables([], list(spec.get("variables", [])))
-        try:
-            result = await script.run(
-                spec,
-                exec_timeout=policy["exec_timeout"],
-                variables=variables,
-                settings=self.settings.scripts,
-                trigger=trigger,
-            )
-        except RunFailed as exc:
-            raise RunFailed(variables.mask(str(exc))) from None
+        async with self._counted(definition):
+            variables = await self._variables([], list(spec.get("variables", [])))
+            try:
+                result = await script.run(
+                    spec,
+                    exec_timeout=policy["exec_timeout"],
+                    variables=variables,
+                    settings=self.settings.scripts,
+                    trigger=trigger,
+                )
+            except RunFailed as exc:
+                raise RunFailed(variables.mask(str(exc))) from None
         await self._loop(ctx, definition, loop, policy)
         return result
+
+    @contextlib.asynccontextmanager
+    async def _counted(self, definition: Mapping[str, Any]) -> AsyncIterator[None]:
+        """Count the attempt in the definition's activity as it ends: succeeded, or failed
+        by an error (a cancel or a shutdown, which hand the run back, are not counted). The
+        count is kept apart from the job's own outcome: a database error here is logged and
+        never changes the outcome."""
+        started = time.monotonic()
+        succeeded = False
+        try:
+            yield
+            succeeded = True
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            await self._count(definition, False, time.monotonic() - started)
+            raise
+        if succeeded:
+            await self._count(definition, True, time.monotonic() - started)
+
+    async def _count(self, definition: Mapping[str, Any], succeeded: bool, took: float) -> None:
+        try:
+            pool = await self.db.async_pool()
+            async with pool.connection() as conn:
+                await self.db.store.definition_activity_record(
+                    conn, id=definition["id"], succeeded=succeeded, duration=took
+                )
+        except COUNT_ERRORS:
+            log.warning("could not count a run's activity", extra={"definition": definition["id"]})
 
     async def _loop(
         self,

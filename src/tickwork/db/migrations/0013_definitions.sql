@@ -25,3 +25,18 @@ CREATE TABLE {schema}.definitions (
     updated_by   text        NOT NULL,
     updated_at   timestamptz NOT NULL DEFAULT now()
 );
+
+-- A definition's activity: its runs' attempts counted per 5-minute bucket (database clock),
+-- written by the runtime worker as each attempt ends; the API sums buckets into charts.
+-- Outlives the jobs (retention deletes those) for retention.activity_after (30 days).
+CREATE TABLE {schema}.definition_activity (
+    definition_id  bigint           NOT NULL,
+    bucket         timestamptz      NOT NULL,
+    runs           integer          NOT NULL DEFAULT 0,
+    succeeded      integer          NOT NULL DEFAULT 0,
+    failed         integer          NOT NULL DEFAULT 0,
+    duration_total double precision NOT NULL DEFAULT 0,
+    duration_max   double precision NOT NULL DEFAULT 0,
+    PRIMARY KEY (definition_id, bucket)
+);
+CREATE INDEX definition_activity_bucket_idx ON {schema}.definition_activity (bucket);

@@ -70,6 +70,8 @@ WITH gone AS (
     DELETE FROM {schema}.schedules s
     USING gone g
     WHERE s.name = 'definition:' || g.id AND s.origin = 'definition'
+), activity AS (
+    DELETE FROM {schema}.definition_activity a USING gone g WHERE a.definition_id = g.id
 ), audit AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
     SELECT %(actor)s, 'definition.deleted', 'definition', g.id::text,
@@ -124,3 +126,38 @@ WITH stored AS (
     FROM stored s
 )
 SELECT * FROM stored;
+
+-- name: definition_activity_record
+-- One attempt of a run ended: count it in its 5-minute bucket of the database clock.
+INSERT INTO {schema}.definition_activity AS a
+    (definition_id, bucket, runs, succeeded, failed, duration_total, duration_max)
+VALUES (%(id)s, date_bin('5 minutes', now(), TIMESTAMPTZ '2000-01-01 00:00:00+00'), 1,
+        %(succeeded)s::int, 1 - %(succeeded)s::int, %(duration)s, %(duration)s)
+ON CONFLICT (definition_id, bucket) DO UPDATE
+SET runs = a.runs + 1,
+    succeeded = a.succeeded + EXCLUDED.succeeded,
+    failed = a.failed + EXCLUDED.failed,
+    duration_total = a.duration_total + EXCLUDED.duration_total,
+    duration_max = greatest(a.duration_max, EXCLUDED.duration_max);
+
+-- name: definition_activity_list
+-- A definition's activity since %(since)s, summed into buckets of %(step)s seconds.
+SELECT date_bin(make_interval(secs => %(step)s), bucket, TIMESTAMPTZ '2000-01-01 00:00:00+00')
+           AS at,
+       sum(runs)::bigint AS runs, sum(succeeded)::bigint AS succeeded,
+       sum(failed)::bigint AS failed, sum(duration_total) AS duration_total,
+       max(duration_max) AS duration_max
+FROM {schema}.definition_activity
+WHERE definition_id = %(id)s AND bucket >= %(since)s
+GROUP BY 1
+ORDER BY 1;
+
+-- name: definition_activity_prune
+-- Activity buckets older than the window (seconds), a batch at a time.
+DELETE FROM {schema}.definition_activity
+WHERE (definition_id, bucket) IN (
+    SELECT definition_id, bucket FROM {schema}.definition_activity
+    WHERE bucket < now() - make_interval(secs => %(older_than)s)
+    LIMIT %(limit)s
+)
+RETURNING 1;

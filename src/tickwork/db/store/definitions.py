@@ -125,6 +125,29 @@ class DefinitionStatements(Runner):
         rows = await self._rows(conn, "definition_webhook_set", params)
         return rows[0] if rows else None
 
+    async def definition_activity_record(
+        self, conn: AsyncConn, *, id: int, succeeded: bool, duration: float
+    ) -> None:
+        """Count one ended attempt of a run in its bucket."""
+        params = {"id": id, "succeeded": succeeded, "duration": duration}
+        await self._rows(conn, "definition_activity_record", params)
+
+    async def definition_activity_list(
+        self, conn: AsyncConn, *, id: int, since: datetime, step: float
+    ) -> list[Row]:
+        """The definition's activity since ``since`` in buckets of ``step`` seconds."""
+        return await self._rows(
+            conn, "definition_activity_list", {"id": id, "since": since, "step": step}
+        )
+
+    async def definition_activity_prune(
+        self, conn: AsyncConn, *, older_than: float, limit: int
+    ) -> int:
+        """Delete up to ``limit`` activity buckets older than ``older_than`` seconds; how
+        many."""
+        params = {"older_than": older_than, "limit": limit}
+        return len(await self._rows(conn, "definition_activity_prune", params))
+
     async def definition_schedule_put(
         self, conn: AsyncConn, *, schedule: DefinitionSchedule
     ) -> None:
