@@ -43,14 +43,23 @@ class Portal:
         self._pid = os.getpid()
         self._calls: set[concurrent.futures.Future[Any]] = set()
         """The calls in flight, which :meth:`close` ends."""
+        self._calls_lock = threading.Lock()
 
     def call(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Run ``make()`` on the portal's loop; its result, or its exception, here."""
-        loop = self._started()
-        if threading.current_thread() is self._thread:
-            raise PortalError("a coroutine on the portal's loop called a sync facade method")
-        future = asyncio.run_coroutine_threadsafe(make(), loop)
-        self._calls.add(future)
+        while True:
+            loop = self._started()
+            if threading.current_thread() is self._thread:
+                raise PortalError("a coroutine on the portal's loop called a sync facade method")
+            # submitted and recorded as one step against close(): a call whose coroutine
+            # already runs is always among the calls close() ends, and a call that comes
+            # after close() took the loop away starts a new one instead of waiting on it
+            with self._calls_lock:
+                if loop is not self._loop:
+                    continue
+                future = asyncio.run_coroutine_threadsafe(make(), loop)
+                self._calls.add(future)
+            break
         try:
             return future.result()
         except BaseException:
@@ -85,7 +94,8 @@ class Portal:
         try:
             # calls still in flight end now (their callers get CancelledError), never left
             # waiting on a loop that no longer runs
-            cancelled = [pending for pending in list(self._calls) if pending.cancel()]
+            with self._calls_lock:
+                cancelled = [pending for pending in list(self._calls) if pending.cancel()]
             if cancelled and thread is not threading.current_thread():
                 # one pass of the loop: the cancelled coroutines take their cancellation
                 asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(CLOSE_TIMEOUT)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+from typing import Any
 
 import pytest
 
@@ -128,5 +129,52 @@ def test_close_ends_a_call_still_in_flight() -> None:
     portal.close()
     waiting.join(10)
     assert not waiting.is_alive()  # without the cancel in close() it waits for ever
+    [answer] = answers
+    assert isinstance(answer, concurrent.futures.CancelledError)
+
+
+def test_close_ends_a_call_whose_coroutine_ran_before_the_call_recorded_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The caller's thread is descheduled between handing its coroutine over and recording
+    the call, while the coroutine runs and close() comes: close() must still end the call
+    (it once stopped the loop under it, and the caller waited for ever)."""
+    portal = Portal("test-portal")
+    started = threading.Event()
+    captured = threading.Event()
+    closing = threading.Event()
+    answers: list[BaseException | None] = []
+    submit = asyncio.run_coroutine_threadsafe
+
+    def descheduled(coro: Any, loop: asyncio.AbstractEventLoop) -> Any:
+        future = submit(coro, loop)
+        if getattr(coro, "__name__", "") == "forever":
+            started.wait(10)
+            thread = portal._thread  # close() has not begun: the loop's thread is here
+            captured.set()
+            closing.wait(10)
+            if thread is not None:  # let close() run to its end first, if it can
+                thread.join(1.0)
+        return future
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    def caller() -> None:
+        try:
+            portal.call(forever)
+            answers.append(None)
+        except BaseException as exc:
+            answers.append(exc)
+
+    monkeypatch.setattr(asyncio, "run_coroutine_threadsafe", descheduled)
+    waiting = threading.Thread(target=caller)
+    waiting.start()
+    assert started.wait(10) and captured.wait(10)
+    closing.set()
+    portal.close()
+    waiting.join(10)
+    assert not waiting.is_alive()
     [answer] = answers
     assert isinstance(answer, concurrent.futures.CancelledError)
