@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -76,6 +78,16 @@ def db_env(database_url: str, schema: str) -> dict[str, str]:
     # a serve runs no definitions' executors unless a test asks (connections stay few)
     env["TICKWORK_RUNTIMES__SERVE"] = "[]"
     return env
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory any user may write to: scripts run as an unprivileged user when the
+    tests run as root."""
+    made = Path(tempfile.mkdtemp(prefix="tickwork-test-"))
+    made.chmod(0o777)
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
 
 
 @pytest.fixture

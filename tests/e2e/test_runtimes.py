@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
+from ..processes import alive
 from .support import spawner, tickwork, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -26,24 +24,6 @@ FAST_LEASES = {
     "TICKWORK_WORKER__WATCHDOG_INTERVAL": "0.5",
     "TICKWORK_WORKER__POLL_INTERVAL": "0.2",
 }
-
-
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory the scripts' unprivileged user may write to."""
-    made = Path(tempfile.mkdtemp(prefix="tickwork-e2e-"))
-    made.chmod(0o777)
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie has ended)."""
-    try:
-        status = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return status.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_a_runtime_worker_refuses_to_start_without_its_interpreter(

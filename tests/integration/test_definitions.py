@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import shutil
-import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +30,7 @@ from tickwork.runtimes.available import check
 from tickwork.runtimes.netguard import networks
 from tickwork.types import JobState
 
+from ..processes import alive
 from .api_support import Api, start_api
 
 ESBUILD = os.environ.get("TICKWORK_RUNTIMES__SCRIPTS__TYPESCRIPT") or shutil.which("esbuild")
@@ -164,6 +164,25 @@ async def test_a_redirect_to_an_internal_address_is_refused_at_the_hop(
     assert "refused to connect to 169.254.169.254" in job.error.message
 
 
+async def call(
+    url: str,
+    *,
+    allow: tuple[str, ...] = (),
+    transport: httpx.AsyncBaseTransport | None = None,
+    **settings: Any,
+) -> dict[str, Any]:
+    """One HTTP run of ``GET url`` (redirects followed) with the guard allowing ``allow``."""
+    spec = {"method": "GET", "url": url, "headers": {}, "follow_redirects": True}
+    return await http.call(
+        spec,
+        exec_timeout=5,
+        variables=Variables({}),
+        settings=HttpRuntimeSettings(**settings),
+        allow=networks(list(allow)),
+        transport=transport,
+    )
+
+
 SSRF = (
     ("http://127.0.0.1/", "127.0.0.1"),
     ("http://localhost:8080/", "127.0.0.1"),
@@ -186,53 +205,25 @@ SSRF = (
 async def test_the_ssrf_guard_refuses_internal_targets_naming_the_address(
     url: str, address: str
 ) -> None:
-    spec = {"method": "GET", "url": url, "headers": {}}
     with pytest.raises(AddressRefused) as refused:
-        await http.call(
-            spec,
-            exec_timeout=5,
-            variables=Variables({}),
-            settings=HttpRuntimeSettings(),
-            allow=[],
-        )
+        await call(url)
     assert refused.value.address == address, refused.value
 
 
 @pytest.mark.parametrize("url", ["http://0177.0.0.1/", "http://0x7f.0.0.1/"])
 async def test_odd_spellings_of_an_address_are_refused_as_invalid(url: str) -> None:
-    spec = {"method": "GET", "url": url, "headers": {}}
     with pytest.raises(RunFailed, match=r"(is not valid|refused to connect to 127\.0\.0\.1)"):
-        await http.call(
-            spec,
-            exec_timeout=5,
-            variables=Variables({}),
-            settings=HttpRuntimeSettings(),
-            allow=[],
-        )
+        await call(url)
 
 
 async def test_a_redirect_to_another_scheme_is_refused(target: str) -> None:
-    spec = {"method": "GET", "url": f"{target}/to-file", "headers": {}, "follow_redirects": True}
     with pytest.raises(AddressRefused, match="scheme 'file'"):
-        await http.call(
-            spec,
-            exec_timeout=5,
-            variables=Variables({}),
-            settings=HttpRuntimeSettings(),
-            allow=networks(["127.0.0.1/32"]),
-        )
+        await call(f"{target}/to-file", allow=("127.0.0.1/32",))
 
 
 async def test_redirects_past_the_limit_fail(target: str) -> None:
-    spec = {"method": "GET", "url": f"{target}/loop", "headers": {}, "follow_redirects": True}
     with pytest.raises(RunFailed, match="more than 2 redirects"):
-        await http.call(
-            spec,
-            exec_timeout=5,
-            variables=Variables({}),
-            settings=HttpRuntimeSettings(max_redirects=2),
-            allow=networks(["127.0.0.1/32"]),
-        )
+        await call(f"{target}/loop", allow=("127.0.0.1/32",), max_redirects=2)
 
 
 async def test_secret_variables_are_masked_in_a_failed_calls_error(
@@ -307,15 +298,6 @@ async def test_a_script_sees_only_the_allowed_environment_and_its_variables(
         assert out.strip().splitlines()[-1] == str(runner.settings.runtimes.scripts.uid)
 
 
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory the script's unprivileged user may write to."""
-    made = Path(tempfile.mkdtemp(prefix="tickwork-test-"))
-    made.chmod(0o777)
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
-
-
 async def test_a_script_past_its_timeout_is_killed_with_what_it_started(
     runner: App, shared_dir: Path
 ) -> None:
@@ -329,15 +311,6 @@ async def test_a_script_past_its_timeout_is_killed_with_what_it_started(
     assert "longer than exec_timeout" in job.error.message
     background = int(pids.read_text())
     assert not alive(background)
-
-
-def alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting for its parent to reap it has ended)."""
-    try:
-        status = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return status.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 async def test_a_memory_hog_is_stopped_by_its_limit(runner: App) -> None:
@@ -511,16 +484,8 @@ async def test_the_http_guard_holds_over_a_real_client(runner: App) -> None:
         sent.append(request)
         return httpx.Response(200)
 
-    spec = {"method": "GET", "url": "http://10.0.0.1/", "headers": {}}
     with pytest.raises(AddressRefused):
-        await http.call(
-            spec,
-            exec_timeout=5,
-            variables=Variables({}),
-            settings=HttpRuntimeSettings(),
-            allow=[],
-            transport=httpx.MockTransport(record),
-        )
+        await call("http://10.0.0.1/", transport=httpx.MockTransport(record))
     assert sent == []
 
 
