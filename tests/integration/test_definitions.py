@@ -564,12 +564,30 @@ async def test_activity_counts_each_attempt_and_retention_ages_it_out(
     c, viewer = api.client, api.headers(Role.VIEWER)
     fine = (await c.get(f"/api/definitions/{ok}/activity", headers=viewer)).json()
     assert (fine["runs"], fine["succeeded"], fine["failed"]) == (2, 2, 0)
-    assert fine["window"] == "24h" and fine["bucket_seconds"] == 3600
-    assert sum(b["runs"] for b in fine["buckets"]) == 2
-    broken = (await c.get(f"/api/definitions/{bad}/activity?window=1h", headers=viewer)).json()
+    assert fine["bucket"] == "hour" and sum(b["runs"] for b in fine["buckets"]) == 2
+    by_minute = await c.get(
+        f"/api/definitions/{bad}/activity", params={"bucket": "minute"}, headers=viewer
+    )
+    broken = by_minute.json()
     assert (broken["runs"], broken["succeeded"], broken["failed"]) == (1, 0, 1)
-    refused = await c.get(f"/api/definitions/{ok}/activity?window=2y", headers=viewer)
-    assert refused.status_code == 400 and refused.json()["field"] == "window"
+    one = (await c.get(f"/api/definitions/{bad}", headers=viewer)).json()
+    assert (one["runs"], one["failures"], one["last_outcome"]) == (1, 1, "failed")
+    assert one["last_run_at"] is not None
+    # the counts are by when the attempts ended: a window before them holds none
+    before = await c.get(
+        f"/api/definitions/{ok}/activity",
+        params={"from": "2020-01-01T00:00:00Z", "to": "2020-01-02T00:00:00Z"},
+        headers=viewer,
+    )
+    assert before.json()["runs"] == 0 and before.json()["buckets"] == []
+    for params, field in (
+        ({"bucket": "week"}, "bucket"),
+        ({"from": "2020-01-01T00:00:00Z", "to": "2021-01-01T00:00:00Z", "bucket": "minute"},
+         "from"),
+        ({"from": "2021-01-01T00:00:00Z", "to": "2020-01-01T00:00:00Z"}, "from"),
+    ):  # fmt: skip
+        refused = await c.get(f"/api/definitions/{ok}/activity", params=params, headers=viewer)
+        assert refused.status_code == 400 and refused.json()["field"] == field, refused.text
 
     sql.execute(
         "INSERT INTO definition_activity (definition_id, bucket, runs, succeeded)"
@@ -578,5 +596,7 @@ async def test_activity_counts_each_attempt_and_retention_ages_it_out(
     )
     pool = await runner.db.async_pool()
     await Retention(pool, runner.db.store, runner.settings.retention).run_once()
-    left = sql.execute("SELECT count(*), sum(runs) FROM definition_activity").fetchone()
-    assert left == (2, 3)  # the old bucket went; this hour's two stayed
+    left = sql.execute(
+        "SELECT sum(runs), min(bucket) > now() - interval '1 day' FROM definition_activity"
+    ).fetchone()
+    assert left == (3, True)  # the old bucket went; today's stayed

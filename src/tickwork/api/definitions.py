@@ -9,7 +9,14 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from tickwork.api.contract import answer
 from tickwork.api.inputs import CursorQuery, IdPath
-from tickwork.api.schemas import ActivityOut, DefinitionOut, DefinitionPage, RunOut, WebhookOut
+from tickwork.api.schemas import (
+    ActivityOut,
+    DefinitionOut,
+    DefinitionPage,
+    Instant,
+    RunOut,
+    WebhookOut,
+)
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.definitions import admin
@@ -118,8 +125,13 @@ async def remove_webhook(id: IdPath, svc: Svc, who: Caller) -> Response:
 
 @router.get("/api/definitions/{id}/activity", response_model=ActivityOut, responses=NO_DEFINITION)
 async def definition_activity(
-    id: IdPath, svc: Svc, window: Literal["1h", "24h", "7d", "30d"] = "24h"
+    id: IdPath,
+    svc: Svc,
+    start: Annotated[Instant | None, Query(alias="from", description="default: to - 24h")] = None,
+    end: Annotated[Instant | None, Query(alias="to", description="default: now")] = None,
+    bucket: Literal["minute", "hour", "day"] = "hour",
 ) -> dict[str, Any]:
-    """The definition's runs over the window, in buckets (5 minutes for 1h, an hour for 24h,
-    6 hours for 7d, a day for 30d): attempts ended, succeeded, failed, durations."""
-    return await admin.activity(svc.pool, svc.store, id, window)
+    """The definition's runs from ``from`` to ``to`` (ISO 8601; UTC when no zone is given)
+    in buckets of a minute, an hour or a day: attempts ended, succeeded, failed, durations
+    (at most 10,000 buckets)."""
+    return await admin.activity(svc.pool, svc.store, id, start=start, end=end, bucket=bucket)

@@ -435,6 +435,10 @@ class DefinitionOut(Model):
     loop: dict[str, Any] | None
     enabled: bool
     webhook: bool = Field(description="it has a webhook: POST /api/webhooks/{id}/{token}")
+    runs: int = Field(description="attempts of its runs that ended")
+    failures: int = Field(description="of those, the failed")
+    last_run_at: datetime | None = Field(description="when the last attempt ended")
+    last_outcome: Literal["succeeded", "failed"] | None
     version: int = Field(description="1 at creation, one more at every edit")
     created_by: str
     created_at: datetime
@@ -458,8 +462,9 @@ class ActivityBucket(Model):
 
 class ActivityOut(Model):
     definition_id: int
-    window: Literal["1h", "24h", "7d", "30d"]
-    bucket_seconds: float
+    start: datetime = Field(description="from (inclusive)")
+    end: datetime = Field(description="to (exclusive)")
+    bucket: Literal["minute", "hour", "day"]
     buckets: list[ActivityBucket] = Field(description="only buckets with runs, oldest first")
     runs: int
     succeeded: int

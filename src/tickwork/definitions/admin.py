@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -369,29 +369,43 @@ async def webhook_run(
         return await _enqueue_run(conn, store, definition, trigger, actor, "definition.webhook")
 
 
-ACTIVITY_WINDOWS: dict[str, tuple[float, float]] = {
-    "1h": (3600.0, 300.0),
-    "24h": (86400.0, 3600.0),
-    "7d": (7 * 86400.0, 6 * 3600.0),
-    "30d": (30 * 86400.0, 86400.0),
-}
-"""The activity windows a chart asks for, each with its bucket size (seconds)."""
+BUCKETS: dict[str, float] = {"minute": 60.0, "hour": 3600.0, "day": 86400.0}
+"""The bucket sizes of activity (seconds); activity is counted per minute."""
+MAX_BUCKETS = 10_000
+"""Buckets one activity request may span (a month of minutes is 43,200: ask by hour)."""
 
 
 async def activity(
-    pool: AsyncConnectionPool[Any], store: Store, definition_id: int, window: str = "24h"
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    definition_id: int,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    bucket: str = "hour",
 ) -> dict[str, Any]:
-    """The definition's runs over ``window`` (one of :data:`ACTIVITY_WINDOWS`), in buckets:
-    attempts ended, succeeded, failed, mean and longest duration; and the totals."""
-    if window not in ACTIVITY_WINDOWS:
-        raise InvalidInput("window", window, f"must be one of {', '.join(ACTIVITY_WINDOWS)}")
-    span, step = ACTIVITY_WINDOWS[window]
+    """The definition's runs from ``start`` to ``end`` (default: the last 24 hours), in
+    buckets of a ``minute``, an ``hour`` or a ``day``: attempts ended, succeeded, failed,
+    mean and longest duration; and the totals."""
+    if bucket not in BUCKETS:
+        raise InvalidInput("bucket", bucket, f"must be one of {', '.join(BUCKETS)}")
+    step = BUCKETS[bucket]
+    start, end = (t if t is None or t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
     async with pool.connection() as conn:
         if await store.definition_get(conn, id=definition_id) is None:
             raise NotFoundError("definition", definition_id)
-        now = await store.schedule_now(conn)
+        end = end or await store.schedule_now(conn)
+        start = start or end - timedelta(days=1)
+        if start >= end:
+            raise InvalidInput("from", start.isoformat(), "must be before to")
+        if (end - start).total_seconds() / step > MAX_BUCKETS:
+            raise InvalidInput(
+                "from",
+                start.isoformat(),
+                f"spans more than {MAX_BUCKETS:,} {bucket}s: ask by a larger bucket",
+            )
         rows = await store.definition_activity_list(
-            conn, id=definition_id, since=now - timedelta(seconds=span), step=step
+            conn, id=definition_id, start=start, end=end, step=step
         )
     buckets = [
         {
@@ -407,8 +421,9 @@ async def activity(
     runs = sum(b["runs"] for b in buckets)
     return {
         "definition_id": definition_id,
-        "window": window,
-        "bucket_seconds": step,
+        "start": start,
+        "end": end,
+        "bucket": bucket,
         "buckets": buckets,
         "runs": runs,
         "succeeded": sum(b["succeeded"] for b in buckets),

@@ -271,6 +271,11 @@ class Definition:
     enabled: bool
     webhook: bool
     """Whether the definition has a webhook (its token is shown once, when it is made)."""
+    runs: int
+    """Attempts of its runs that ended (counted by the runtimes)."""
+    failures: int
+    last_run_at: datetime | None
+    last_outcome: str | None
     version: int
     created_by: str
     created_at: datetime
@@ -293,6 +298,10 @@ class Definition:
             loop=row["loop"],
             enabled=row["enabled"],
             webhook=row["webhook_hash"] is not None,
+            runs=row["runs"],
+            failures=row["failures"],
+            last_run_at=row["last_run_at"],
+            last_outcome=row["last_outcome"],
             version=row["version"],
             created_by=row["created_by"],
             created_at=row["created_at"],

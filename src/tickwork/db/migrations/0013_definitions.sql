@@ -19,6 +19,10 @@ CREATE TABLE {schema}.definitions (
     loop         jsonb,
     enabled      boolean     NOT NULL DEFAULT true,
     webhook_hash bytea,                 -- SHA-256 of the webhook's token; NULL: no webhook
+    runs         bigint      NOT NULL DEFAULT 0,  -- attempts ended, counted by the runtimes
+    failures     bigint      NOT NULL DEFAULT 0,
+    last_run_at  timestamptz,                     -- when the last attempt ended
+    last_outcome text,                            -- its outcome: succeeded or failed
     version      integer     NOT NULL DEFAULT 1,
     created_by   text        NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT now(),
@@ -26,7 +30,7 @@ CREATE TABLE {schema}.definitions (
     updated_at   timestamptz NOT NULL DEFAULT now()
 );
 
--- A definition's activity: its runs' attempts counted per 5-minute bucket (database clock),
+-- A definition's activity: its runs' attempts counted per minute (database clock),
 -- written by the runtime worker as each attempt ends; the API sums buckets into charts.
 -- Outlives the jobs (retention deletes those) for retention.activity_after (30 days).
 CREATE TABLE {schema}.definition_activity (

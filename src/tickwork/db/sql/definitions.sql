@@ -128,11 +128,21 @@ WITH stored AS (
 SELECT * FROM stored;
 
 -- name: definition_activity_record
--- One attempt of a run ended: count it in its 5-minute bucket of the database clock.
+-- One attempt of a run ended: count it in its minute of the database clock, and in the
+-- definition's own counters and last run (none when the definition was deleted meanwhile).
+WITH counted AS (
+    UPDATE {schema}.definitions
+    SET runs = runs + 1, failures = failures + (1 - %(succeeded)s::int),
+        last_run_at = now(),
+        last_outcome = CASE WHEN %(succeeded)s THEN 'succeeded' ELSE 'failed' END
+    WHERE id = %(id)s
+    RETURNING id
+)
 INSERT INTO {schema}.definition_activity AS a
     (definition_id, bucket, runs, succeeded, failed, duration_total, duration_max)
-VALUES (%(id)s, date_bin('5 minutes', now(), TIMESTAMPTZ '2000-01-01 00:00:00+00'), 1,
-        %(succeeded)s::int, 1 - %(succeeded)s::int, %(duration)s, %(duration)s)
+SELECT id, date_trunc('minute', now()), 1, %(succeeded)s::int, 1 - %(succeeded)s::int,
+       %(duration)s, %(duration)s
+FROM counted
 ON CONFLICT (definition_id, bucket) DO UPDATE
 SET runs = a.runs + 1,
     succeeded = a.succeeded + EXCLUDED.succeeded,
@@ -141,14 +151,15 @@ SET runs = a.runs + 1,
     duration_max = greatest(a.duration_max, EXCLUDED.duration_max);
 
 -- name: definition_activity_list
--- A definition's activity since %(since)s, summed into buckets of %(step)s seconds.
+-- A definition's activity from %(start)s (inclusive) to %(end)s (exclusive), summed into
+-- buckets of %(step)s seconds.
 SELECT date_bin(make_interval(secs => %(step)s), bucket, TIMESTAMPTZ '2000-01-01 00:00:00+00')
            AS at,
        sum(runs)::bigint AS runs, sum(succeeded)::bigint AS succeeded,
        sum(failed)::bigint AS failed, sum(duration_total) AS duration_total,
        max(duration_max) AS duration_max
 FROM {schema}.definition_activity
-WHERE definition_id = %(id)s AND bucket >= %(since)s
+WHERE definition_id = %(id)s AND bucket >= %(start)s AND bucket < %(end)s
 GROUP BY 1
 ORDER BY 1;
 

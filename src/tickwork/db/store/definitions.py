@@ -128,17 +128,17 @@ class DefinitionStatements(Runner):
     async def definition_activity_record(
         self, conn: AsyncConn, *, id: int, succeeded: bool, duration: float
     ) -> None:
-        """Count one ended attempt of a run in its bucket."""
+        """Count one ended attempt of a run in its minute and the definition's counters."""
         params = {"id": id, "succeeded": succeeded, "duration": duration}
         await self._rows(conn, "definition_activity_record", params)
 
     async def definition_activity_list(
-        self, conn: AsyncConn, *, id: int, since: datetime, step: float
+        self, conn: AsyncConn, *, id: int, start: datetime, end: datetime, step: float
     ) -> list[Row]:
-        """The definition's activity since ``since`` in buckets of ``step`` seconds."""
-        return await self._rows(
-            conn, "definition_activity_list", {"id": id, "since": since, "step": step}
-        )
+        """The definition's activity from ``start`` to ``end`` in buckets of ``step``
+        seconds."""
+        params = {"id": id, "start": start, "end": end, "step": step}
+        return await self._rows(conn, "definition_activity_list", params)
 
     async def definition_activity_prune(
         self, conn: AsyncConn, *, older_than: float, limit: int
