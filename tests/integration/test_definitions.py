@@ -24,6 +24,7 @@ from tickwork.config import HttpRuntimeSettings
 from tickwork.definitions import admin
 from tickwork.definitions.templates import Variables
 from tickwork.errors import AddressRefused, InvalidInput, RunFailed, ScheduleError
+from tickwork.ops.metrics import REGISTRY
 from tickwork.queue.retention import Retention
 from tickwork.runtimes import http
 from tickwork.runtimes.available import check
@@ -291,6 +292,10 @@ async def test_a_script_sees_only_the_allowed_environment_and_its_variables(
     job = await runner.get_job_async(await run(runner, found))
     assert job.state is JobState.SUCCEEDED, job.error
     out = job.result["stdout"]
+    written = REGISTRY.get_sample_value(
+        "tickwork_script_output_bytes_total", {"language": "bash", "stream": "stdout"}
+    )
+    assert written is not None and written >= len(out)
     assert CANARY not in out and "must-not-leak" not in out
     assert "TICKWORK_DATABASE_URL" not in out
     assert "region_name=eu-1" in out
@@ -570,6 +575,9 @@ async def test_activity_counts_each_attempt_and_retention_ages_it_out(
     )
     broken = by_minute.json()
     assert (broken["runs"], broken["succeeded"], broken["failed"]) == (1, 0, 1)
+    exposed = (await c.get("/metrics")).text
+    assert 'tickwork_definition_runs_total{kind="http",language="-",outcome="failed"}' in exposed
+    assert "tickwork_definition_run_duration_seconds_bucket" in exposed
     one = (await c.get(f"/api/definitions/{bad}", headers=viewer)).json()
     assert (one["runs"], one["failures"], one["last_outcome"]) == (1, 1, "failed")
     assert one["last_run_at"] is not None

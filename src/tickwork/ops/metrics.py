@@ -161,6 +161,38 @@ SWEEP_DURATION = Histogram(
     buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300, 1800),
 )
 
+DEFINITION_RUNS = Counter(
+    "tickwork_definition_runs",
+    "Attempts of definitions' runs that ended, by kind (http, script), language and outcome",
+    ["kind", "language", "outcome"],
+    registry=REGISTRY,
+)
+DEFINITION_RUN_DURATION = Histogram(
+    "tickwork_definition_run_duration_seconds",
+    "Run time of one attempt of a definition's run",
+    ["kind", "language"],
+    registry=REGISTRY,
+    buckets=DURATION_BUCKETS,
+)
+SCRIPT_OUTPUT_BYTES = Counter(
+    "tickwork_script_output_bytes",
+    "Bytes scripts wrote to stdout and stderr (all of it, kept or not)",
+    ["language", "stream"],
+    registry=REGISTRY,
+)
+
+
+def definition_run(kind: str, language: str, succeeded: bool, seconds: float) -> None:
+    """Count one ended attempt of a definition's run (``language``: ``-`` for HTTP)."""
+    DEFINITION_RUNS.labels(kind, language, "succeeded" if succeeded else "failed").inc()
+    DEFINITION_RUN_DURATION.labels(kind, language).observe(seconds)
+
+
+def script_output(language: str, stdout: int, stderr: int) -> None:
+    """Count what a script wrote."""
+    SCRIPT_OUTPUT_BYTES.labels(language, "stdout").inc(stdout)
+    SCRIPT_OUTPUT_BYTES.labels(language, "stderr").inc(stderr)
+
 
 @cache
 def _enqueued(task: str) -> Any:

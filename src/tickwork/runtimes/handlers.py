@@ -18,6 +18,7 @@ from tickwork.db.store.jobs import JobRow
 from tickwork.definitions.records import JOB_TIMEOUT, RetryPolicy
 from tickwork.definitions.templates import Variables, load, referenced
 from tickwork.errors import DatabaseError, RunFailed
+from tickwork.ops import metrics
 from tickwork.queue.backoff import Backoff
 from tickwork.queue.enqueue import insert_plan
 from tickwork.runtimes import http, script
@@ -60,7 +61,7 @@ class Runtimes:
         loop: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One run of an HTTP definition."""
-        async with self._counted(definition):
+        async with self._counted(definition, "-"):
             texts = [spec["url"], spec.get("body"), *spec.get("headers", {}).values()]
             variables = await self._variables(texts, [])
             try:
@@ -86,7 +87,7 @@ class Runtimes:
         loop: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One run of a script definition."""
-        async with self._counted(definition):
+        async with self._counted(definition, spec["language"]):
             variables = await self._variables([], list(spec.get("variables", [])))
             try:
                 result = await script.run(
@@ -102,11 +103,11 @@ class Runtimes:
         return result
 
     @contextlib.asynccontextmanager
-    async def _counted(self, definition: Mapping[str, Any]) -> AsyncIterator[None]:
-        """Count the attempt in the definition's activity as it ends: succeeded, or failed
-        by an error (a cancel or a shutdown, which hand the run back, are not counted). The
-        count is kept apart from the job's own outcome: a database error here is logged and
-        never changes the outcome."""
+    async def _counted(self, definition: Mapping[str, Any], language: str) -> AsyncIterator[None]:
+        """Count the attempt in the definition's activity and the metrics as it ends:
+        succeeded, or failed by an error (a cancel or a shutdown, which hand the run back, are
+        not counted). The count is kept apart from the job's own outcome: a database error
+        here is logged and never changes the outcome."""
         started = time.monotonic()
         succeeded = False
         try:
@@ -115,12 +116,15 @@ class Runtimes:
         except asyncio.CancelledError:
             raise
         except Exception:
-            await self._count(definition, False, time.monotonic() - started)
+            await self._count(definition, language, False, time.monotonic() - started)
             raise
         if succeeded:
-            await self._count(definition, True, time.monotonic() - started)
+            await self._count(definition, language, True, time.monotonic() - started)
 
-    async def _count(self, definition: Mapping[str, Any], succeeded: bool, took: float) -> None:
+    async def _count(
+        self, definition: Mapping[str, Any], language: str, succeeded: bool, took: float
+    ) -> None:
+        metrics.definition_run(definition["kind"], language, succeeded, took)
         try:
             pool = await self.db.async_pool()
             async with pool.connection() as conn:

@@ -30,6 +30,7 @@ from tickwork.config import ScriptRuntimeSettings
 from tickwork.definitions.records import env_name
 from tickwork.definitions.templates import Variables
 from tickwork.errors import RunFailed, RuntimeMissing
+from tickwork.ops import metrics
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 TRIGGER_FILE = "trigger.json"
@@ -265,6 +266,7 @@ async def run(
         duration = time.monotonic() - started
     finally:
         await asyncio.to_thread(shutil.rmtree, workdir, ignore_errors=True)
+    metrics.script_output(language, out.size, err.size)
     result: dict[str, Any] = variables.masked(
         {
             "exit_code": code,
