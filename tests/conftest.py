@@ -45,6 +45,7 @@ TABLES = (
     "signal_holder_config",
     "definitions",
     "definition_activity",
+    "worker_metrics",
 )
 
 

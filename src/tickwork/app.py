@@ -78,6 +78,7 @@ from tickwork.schedule.records import Misfire, Overlap, ScheduleSpec, StoredSche
 from tickwork.schedule.scheduler import Scheduler, SchedulerService
 from tickwork.services.host import WORKER_ROLES, ServiceHost
 from tickwork.services.leases import LeaseManager, Role, leaders
+from tickwork.services.sampler import Sampler
 from tickwork.signals.publisher import Signals
 from tickwork.signals.purge import SignalRetention
 from tickwork.signals.reactor import Reactor, Reactors
@@ -619,6 +620,17 @@ class App:
             for name, group in available.executors(runtimes, settings.runtimes):
                 runtime = self.worker(queues=group.queues, concurrency=group.concurrency)
                 host.add_executor(runtime, name=f"executor-{name}")
+        if worker is not None and settings.worker.metrics_interval > 0:
+            what = ",".join(sorted(roles)) + f" (queues {','.join(worker.queues)}"
+            what += f"; runtimes {','.join(runtimes)})" if runtimes else ")"
+            sampler = Sampler(
+                pool,
+                store,
+                worker_id=worker.id,
+                roles=what,
+                interval=settings.worker.metrics_interval,
+            )
+            host.add("sampler", sampler.run)
         if worker is not None and "watchdog" in roles:
             watchdog = Watchdog(
                 pool,

@@ -54,6 +54,7 @@ DEFAULT_POLL_INTERVAL = 1.0
 DEFAULT_LEASE_TTL = 30.0
 DEFAULT_LEASE_RENEW_INTERVAL = 10.0
 DEFAULT_WATCHDOG_INTERVAL = 5.0
+DEFAULT_METRICS_INTERVAL = 30.0
 DEFAULT_WATCHDOG_BATCH = 500
 DEFAULT_SHUTDOWN_GRACE = 25.0
 
@@ -65,6 +66,8 @@ DEFAULT_RETENTION_INTERVAL = 60.0
 DEFAULT_RETENTION_BATCH = 5000
 DEFAULT_FINISHED_RETENTION = 24 * 3600.0
 DEFAULT_ACTIVITY_RETENTION = 30 * 86400.0
+DEFAULT_WORKER_METRICS_RETENTION = 7 * 86400.0
+DEFAULT_AUDIT_RETENTION = 365 * 86400.0
 DEFAULT_DEAD_LETTER_RETENTION = 7 * 24 * 3600.0
 
 DEFAULT_API_HOST = "127.0.0.1"
@@ -142,6 +145,8 @@ class WorkerSettings(BaseModel):
     watchdog_interval: float = seconds(DEFAULT_WATCHDOG_INTERVAL)
     watchdog_batch: int = Field(DEFAULT_WATCHDOG_BATCH, ge=1)
     shutdown_grace: float = seconds(DEFAULT_SHUTDOWN_GRACE, zero=True)
+    metrics_interval: float = seconds(DEFAULT_METRICS_INTERVAL, zero=True)
+    """Seconds between the process's CPU and memory samples (worker_metrics); 0: none."""
 
     @model_validator(mode="after")
     def _check(self) -> WorkerSettings:
@@ -198,6 +203,10 @@ class RetentionSettings(BaseModel):
     interval: float = seconds(DEFAULT_RETENTION_INTERVAL)
     activity_after: float = seconds(DEFAULT_ACTIVITY_RETENTION)
     """How long a definition's activity buckets (its charts) are kept: 30 days."""
+    worker_metrics_after: float = seconds(DEFAULT_WORKER_METRICS_RETENTION)
+    """How long the processes' CPU and memory samples are kept: 7 days."""
+    audit_after: float = seconds(DEFAULT_AUDIT_RETENTION)
+    """How long audit events are kept: 365 days."""
     batch: int = Field(DEFAULT_RETENTION_BATCH, ge=1)
     vacuum: Literal["auto", "always", "never"] = "auto"
     """After deleting, VACUUM the job tables: "auto" only when the server's autovacuum is

@@ -8,6 +8,7 @@ import json
 import typing
 from datetime import datetime
 from typing import Annotated, Any, Literal
+from uuid import UUID
 
 from pydantic import (
     BaseModel,
@@ -470,6 +471,23 @@ class ActivityOut(Model):
     succeeded: int
     failed: int
     mean_duration: float
+
+
+class SampleOut(Model):
+    id: int
+    worker_id: UUID = Field(description="the process's worker (GET /api/workers)")
+    host: str
+    pid: int
+    roles: str = Field(description="what the process runs: roles, queues, runtimes")
+    sampled_at: datetime
+    cpu_percent: float = Field(description="of one core, since the process's previous sample")
+    rss_bytes: int = Field(description="the process's resident memory")
+    children_rss_bytes: int = Field(description="its children's (script processes)")
+
+
+class SamplePage(Model):
+    items: list[SampleOut]
+    next_before_id: int | None = Field(description="before_id of the next page; null on the last")
 
 
 class WebhookOut(Model):

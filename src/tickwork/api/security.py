@@ -82,6 +82,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("POST", "/api/webhooks/{id}/{token}"): PUBLIC,  # the token in the path is the credential
     # the cluster
     ("GET", "/api/workers"): VIEWER,
+    ("GET", "/api/workers/metrics"): VIEWER,
     ("GET", "/api/leaders"): VIEWER,
     ("GET", "/api/audit"): OPERATOR,
     # administration

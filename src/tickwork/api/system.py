@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Annotated, Any
+from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response
 
@@ -14,6 +15,7 @@ from tickwork.api.schemas import (
     HealthOut,
     Instant,
     ReadyOut,
+    SamplePage,
     SettingIn,
     VariableIn,
 )
@@ -21,7 +23,7 @@ from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.db.driver_errors import translating
 from tickwork.errors import DatabaseError, DatabaseUnavailable
-from tickwork.ops import appconfig
+from tickwork.ops import appconfig, samples
 from tickwork.ops.audit import AuditFilter, list_events
 from tickwork.ops.metrics import render
 from tickwork.queue import admin
@@ -43,6 +45,29 @@ Caller = Annotated[Principal, Depends(caller)]
 async def list_workers(svc: Svc) -> list[admin.WorkerInfo]:
     """Live worker processes: queues, concurrency, attempts in flight, last heartbeat."""
     return await admin.list_workers(svc.pool, svc.store)
+
+
+@router.get("/api/workers/metrics", response_model=SamplePage, tags=["cluster"])
+async def worker_metrics(
+    svc: Svc,
+    worker_id: UUID | None = None,
+    start: Annotated[Instant | None, Query(alias="from")] = None,
+    end: Annotated[Instant | None, Query(alias="to")] = None,
+    limit: Annotated[int, Query(ge=1, le=samples.MAX_PAGE)] = 100,
+    before_id: CursorQuery = None,
+) -> dict[str, Any]:
+    """The processes' CPU and memory samples, newest first: of one worker, in a time range
+    (``worker.metrics_interval`` apart; kept ``retention.worker_metrics_after``)."""
+    items, cursor = await samples.page(
+        svc.pool,
+        svc.store,
+        worker_id=worker_id,
+        start=start,
+        end=end,
+        before_id=before_id,
+        limit=limit,
+    )
+    return {"items": items, "next_before_id": cursor}
 
 
 @router.get("/api/leaders", response_model=list[Leader], tags=["cluster"])

@@ -51,6 +51,15 @@ KNOWN: dict[str, Known] = {
     "retention.dead_letter_after": Known(
         "seconds a DEAD_LETTER job is kept", ("retention", "dead_letter_after")
     ),
+    "retention.activity_after": Known(
+        "seconds a definition's activity (its per-minute counts) is kept",
+        ("retention", "activity_after"),
+    ),
+    "retention.worker_metrics_after": Known(
+        "seconds the processes' CPU and memory samples are kept",
+        ("retention", "worker_metrics_after"),
+    ),
+    "retention.audit_after": Known("seconds an audit event is kept", ("retention", "audit_after")),
 }
 
 

@@ -3,7 +3,8 @@ the claim and the watchdog work on stay the size of the live work, not of all hi
 
 SUCCEEDED and CANCELLED jobs go after ``retention.finished_after``; DEAD_LETTER ones after
 ``retention.dead_letter_after`` (longer: an operator may still retry them); definitions'
-activity buckets after ``retention.activity_after``. Jobs that may
+activity after ``retention.activity_after``, the processes' samples after
+``retention.worker_metrics_after`` and audit events after ``retention.audit_after``. Jobs that may
 still run are never deleted. Safe in any number of processes at once (SKIP LOCKED).
 """
 
@@ -68,18 +69,24 @@ class Retention:
                 break
         if deleted:
             log.info("deleted finished jobs past retention", extra={"deleted": deleted})
-        await self._prune_activity()
+        await self._prune_history(override)
         vacuumed = await self._maybe_vacuum()
         return PruneResult(deleted, vacuumed)
 
-    async def _prune_activity(self) -> None:
-        """Definitions' activity buckets past ``retention.activity_after``."""
-        pruned = self.settings.batch
-        while pruned >= self.settings.batch:
-            async with self.pool.connection() as conn:
-                pruned = await self.store.definition_activity_prune(
-                    conn, older_than=self.settings.activity_after, limit=self.settings.batch
-                )
+    async def _prune_history(self, override: dict[str, Any]) -> None:
+        """What is kept only as history: definitions' activity, the processes' samples and
+        the audit trail, each past its window (an app setting when operators set one)."""
+        prunes = (
+            ("activity_after", self.store.definition_activity_prune),
+            ("worker_metrics_after", self.store.worker_metrics_prune),
+            ("audit_after", self.store.audit_prune),
+        )
+        for name, prune in prunes:
+            window = override.get(f"retention.{name}", getattr(self.settings, name))
+            pruned = self.settings.batch
+            while pruned >= self.settings.batch:
+                async with self.pool.connection() as conn:
+                    pruned = await prune(conn, older_than=window, limit=self.settings.batch)
 
     async def _maybe_vacuum(self) -> bool:
         async with self.pool.connection() as conn:

@@ -24,3 +24,13 @@ WHERE (%(actor)s::text IS NULL OR actor = %(actor)s)
   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s)
 ORDER BY id DESC
 LIMIT %(limit)s;
+
+-- name: audit_prune
+-- Audit events older than the window (seconds), a batch at a time (retention).
+DELETE FROM {schema}.audit_events
+WHERE id IN (
+    SELECT id FROM {schema}.audit_events
+    WHERE occurred_at < now() - make_interval(secs => %(older_than)s)
+    LIMIT %(limit)s
+)
+RETURNING 1;

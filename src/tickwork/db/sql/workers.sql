@@ -34,3 +34,29 @@ SELECT DISTINCT ON (t.task) t.task, w.task_options -> t.task AS options
 FROM {schema}.workers w, unnest(w.tasks) AS t(task)
 WHERE w.last_seen_at >= now() - make_interval(secs => %(seen_within)s)
 ORDER BY t.task, w.last_seen_at DESC;
+
+-- name: worker_metrics_record
+INSERT INTO {schema}.worker_metrics
+    (worker_id, host, pid, roles, cpu_percent, rss_bytes, children_rss_bytes)
+VALUES (%(worker_id)s, %(host)s, %(pid)s, %(roles)s, %(cpu_percent)s, %(rss_bytes)s,
+        %(children_rss_bytes)s);
+
+-- name: worker_metrics_list
+-- Samples, newest first, of one worker or all, in a time range, before a cursor.
+SELECT * FROM {schema}.worker_metrics
+WHERE (%(worker_id)s::uuid IS NULL OR worker_id = %(worker_id)s)
+  AND (%(start)s::timestamptz IS NULL OR sampled_at >= %(start)s)
+  AND (%(end)s::timestamptz IS NULL OR sampled_at < %(end)s)
+  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: worker_metrics_prune
+-- Samples older than the window (seconds), a batch at a time.
+DELETE FROM {schema}.worker_metrics
+WHERE id IN (
+    SELECT id FROM {schema}.worker_metrics
+    WHERE sampled_at < now() - make_interval(secs => %(older_than)s)
+    LIMIT %(limit)s
+)
+RETURNING 1;

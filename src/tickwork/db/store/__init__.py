@@ -23,6 +23,7 @@ from tickwork.db.store.queues import QueueStatements
 from tickwork.db.store.runner import AsyncConn, Conn, Row
 from tickwork.db.store.schedules import ScheduleStatements
 from tickwork.db.store.signals import SignalStatements
+from tickwork.db.store.workers import WorkerMetricStatements
 
 __all__ = ["AsyncConn", "Conn", "Row", "Store"]
 
@@ -40,5 +41,6 @@ class Store(
     QueueStatements,
     ScheduleStatements,
     SignalStatements,
+    WorkerMetricStatements,
 ):
     """Every statement of one schema, as a typed method."""

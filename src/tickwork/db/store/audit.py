@@ -73,3 +73,8 @@ class AuditStatements(Runner):
         return await self._rows(
             conn, "audit_list_for_target", {"target_type": target_type, "target_id": target_id}
         )
+
+    async def audit_prune(self, conn: AsyncConn, *, older_than: float, limit: int) -> int:
+        """Delete up to ``limit`` audit events older than ``older_than`` seconds; how many."""
+        params = {"older_than": older_than, "limit": limit}
+        return len(await self._rows(conn, "audit_prune", params))
