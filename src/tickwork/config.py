@@ -259,6 +259,8 @@ class ApiSettings(BaseModel):
     """Connections (and requests in progress) served at once; past it requests answer 503.
     Keep it below the process's open-file limit; a reverse proxy in front should also
     limit connections and idle clients."""
+    webhook_rate: int = Field(60, ge=1, le=1_000_000)
+    """Calls of one definition's webhook a process accepts per minute; past it 429."""
     trusted_proxies: list[str] = Field(default_factory=list)
     """Addresses (or CIDR networks) of reverse proxies whose X-Forwarded-For and
     X-Forwarded-Proto are believed; none by default, so a client cannot choose its own

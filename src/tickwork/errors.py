@@ -148,6 +148,14 @@ class LoginThrottled(AuthError):
         super().__init__(f"too many failed logins; retry after {retry_after:.0f} s")
 
 
+class Throttled(TickworkError):
+    """Too many calls of a rate-limited route (a definition's webhook); try again later."""
+
+    def __init__(self, what: str, retry_after: float) -> None:
+        self.retry_after = retry_after
+        super().__init__(f"too many calls of {what}; retry after {max(1, round(retry_after))} s")
+
+
 class PermissionDenied(TickworkError):
     """The caller's role is below the role the operation requires."""
 

@@ -517,11 +517,24 @@ async def test_a_webhook_runs_its_definition_with_the_body_as_the_payload(
     shown = (await c.get(one, headers=admin_headers)).text
     assert '"webhook":true' in shown and token not in shown
 
-    called = await c.post(path, content=b'{"ref": "main"}', headers={"content-type": "x/y"})
+    sent = {
+        "content-type": "x/y",
+        "x-event": "push",
+        "authorization": "Bearer not-for-the-script",
+        "cookie": "session=not-for-the-script",
+        "x-forwarded-for": "10.0.0.1",
+    }
+    called = await c.post(path, content=b'{"ref": "main"}', headers=sent)
     assert called.status_code == 202, called.text
     job = await runner.get_job_async(called.json()["job_id"])
-    assert job.args["trigger"] == {"via": "webhook", "payload": '{"ref": "main"}',
-                                   "content_type": "x/y"}  # fmt: skip
+    trigger = job.args["trigger"]
+    assert (trigger["via"], trigger["payload"], trigger["content_type"]) == (
+        "webhook",
+        '{"ref": "main"}',
+        "x/y",
+    )
+    assert trigger["headers"]["x-event"] == "push"
+    assert "not-for-the-script" not in json.dumps(trigger) and "10.0.0.1" not in json.dumps(trigger)
     async with runner.worker(queues=[job.queue]) as worker:
         await worker.run_once()
     ran = await runner.get_job_async(job.id)

@@ -357,6 +357,10 @@ async def refusals(contract: Contract, api: Api, sql: psycopg.Connection[Any]) -
         200,
     )
     await ask(c, ("POST", "/api/webhooks/{id}/{token}"), hook["path"], None, 409, json={})
+    # 429: past api.webhook_rate calls a minute (60) of one definition's webhook
+    for _ in range(59):
+        await c.post(hook["path"], json={})
+    await ask(c, ("POST", "/api/webhooks/{id}/{token}"), hook["path"], None, 429, json={})
 
     # the signals: 409 where this process holds no lease, 503 where nobody does
     put = {"dry-run": {"dry_run": True}, "organisations": {"organisations": ["1"]}}

@@ -19,6 +19,7 @@ from tickwork.api.inputs import refuse_unstorable_parameters
 from tickwork.api.problems import install
 from tickwork.api.schemas import Problem
 from tickwork.api.security import PUBLIC, ROUTE_ROLES, Services, authorize, check_table
+from tickwork.api.throttle import Limiter
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -47,7 +48,9 @@ def create_api(
         redoc_url=None,
         dependencies=[Depends(authorize), Depends(refuse_unstorable_parameters)],
     )
-    api.state.services = Services(app, auth, pool, signals)
+    api.state.services = Services(
+        app, auth, pool, signals, webhook_limiter=Limiter(app.settings.api.webhook_rate)
+    )
     for module in (identity, jobs, schedules, definitions, webhooks, system, signal_routes):
         api.include_router(module.router)
     docs.install(api)

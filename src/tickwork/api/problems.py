@@ -31,6 +31,7 @@ from tickwork.errors import (
     PermissionDenied,
     ScheduleError,
     SignalSupersededError,
+    Throttled,
     TickworkError,
 )
 
@@ -48,6 +49,7 @@ RETRY_AFTER_UNAVAILABLE = 5
 STATUS: list[tuple[type[Exception], int, str]] = [
     # Most specific first: LoginThrottled is an AuthError, UnknownTaskError an EnqueueError.
     (LoginThrottled, 429, "Too many failed logins"),
+    (Throttled, 429, "Too many requests"),
     (AuthError, 401, "Not authenticated"),
     (PermissionDenied, 403, "Forbidden"),
     (JobNotFoundError, 404, "Not found"),
@@ -99,7 +101,7 @@ def _for(exc: TickworkError) -> JSONResponse:
             headers: dict[str, str] = {}
             if isinstance(exc, AuthError) and not isinstance(exc, LoginThrottled):
                 headers["WWW-Authenticate"] = "Bearer"
-            if isinstance(exc, LoginThrottled):
+            if isinstance(exc, LoginThrottled | Throttled):
                 headers["Retry-After"] = str(max(1, round(exc.retry_after)))
             if isinstance(exc, NoLeaseHolderError):
                 headers["Retry-After"] = str(RETRY_AFTER_UNAVAILABLE)

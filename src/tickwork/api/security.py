@@ -8,7 +8,7 @@ can be left unguarded by accident.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
@@ -16,6 +16,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.routing import Route
 
+from tickwork.api.throttle import Limiter
 from tickwork.auth import Principal, Role
 from tickwork.errors import AuthError, PermissionDenied
 
@@ -134,6 +135,8 @@ class Services:
     pool: AsyncConnectionPool[Any]
     signals: SignalRuntime | None = None
     """This process's signal runtime (None when it does not run the signals role)."""
+    webhook_limiter: Limiter = field(default_factory=lambda: Limiter(60))
+    """Calls of each definition's webhook this process accepts a minute."""
 
     @property
     def store(self) -> Store:

@@ -4,6 +4,7 @@ the path is the credential (only its hash is stored); the body becomes the run's
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -13,10 +14,15 @@ from tickwork.api.inputs import IdPath
 from tickwork.api.schemas import RunOut
 from tickwork.api.security import Services, services
 from tickwork.definitions import admin
+from tickwork.errors import Throttled
 
 router = APIRouter(tags=["webhooks"])
 
-MAX_CONTENT_TYPE = 200
+MAX_HEADERS = 50
+MAX_HEADER_VALUE = 1024
+DESCRIBING = frozenset({"content-type", "user-agent"})
+WITHHELD = frozenset({"x-forwarded-for", "x-real-ip", "x-api-key", "x-auth-token", "x-csrf-token"})
+"""``x-`` headers that are a proxy's or a credential, not the caller's description."""
 
 TokenPath = Annotated[str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")]
 
@@ -26,7 +32,8 @@ TokenPath = Annotated[str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z
     response_model=RunOut,
     status_code=202,
     responses=answer(404, "No such webhook (an unknown definition, no webhook or a wrong token)")
-    | answer(409, "The definition is paused"),
+    | answer(409, "The definition is paused")
+    | answer(429, "Too many calls of this webhook (api.webhook_rate a minute)"),
 )
 async def call_webhook(
     id: IdPath,
@@ -35,15 +42,29 @@ async def call_webhook(
     svc: Annotated[Services, Depends(services)],
 ) -> dict[str, int]:
     """Run the definition now (public: the token is the credential). The body (at most 64
-    KiB of UTF-8 text) is kept as the run's ``trigger.payload``."""
+    KiB of UTF-8 text) is the run's ``trigger.payload``, the headers that describe the call
+    its ``trigger.headers``."""
+    wait = svc.webhook_limiter.wait(id)
+    if wait > 0:
+        raise Throttled(f"the webhook of definition {id}", wait)
     body = await request.body()
-    content_type = request.headers.get("content-type")
     job_id = await admin.webhook_run(
-        svc.pool,
-        svc.store,
-        id,
-        token,
-        body,
-        None if content_type is None else content_type[:MAX_CONTENT_TYPE],
+        svc.pool, svc.store, id, token, body, passed_headers(request.headers)
     )
     return {"job_id": job_id}
+
+
+def passed_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The request headers a run sees: what describes the call (``content-type``,
+    ``user-agent``, ``x-*`` such as an event name or a signature to verify), never the
+    caller's credentials or cookies; at most :data:`MAX_HEADERS`, each value cut to
+    :data:`MAX_HEADER_VALUE` characters."""
+    passed: dict[str, str] = {}
+    for name, value in headers.items():
+        lowered = name.lower()
+        if lowered in WITHHELD or not (lowered in DESCRIBING or lowered.startswith("x-")):
+            continue
+        if len(passed) == MAX_HEADERS:
+            break
+        passed[lowered] = value[:MAX_HEADER_VALUE]
+    return passed

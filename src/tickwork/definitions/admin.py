@@ -342,11 +342,12 @@ async def webhook_run(
     definition_id: int,
     token: str,
     payload: bytes,
-    content_type: str | None,
+    headers: Mapping[str, str],
 ) -> int:
     """Enqueue one run for a webhook call; the job's id. An unknown definition, one without
     a webhook and a wrong token are the same NotFoundError (nothing tells them apart); a
-    paused definition is a ConflictError. The body is the run's ``trigger.payload`` (text)."""
+    paused definition is a ConflictError. The body is the run's ``trigger.payload`` (text),
+    ``headers`` (those the API passes on) its ``trigger.headers``."""
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError:
@@ -364,7 +365,12 @@ async def webhook_run(
         definition = Definition.from_row(row)  # type: ignore[arg-type]
         if not definition.enabled:
             raise ConflictError(f"definition {definition.name!r} is paused")
-        trigger = {"via": "webhook", "payload": text, "content_type": content_type}
+        trigger = {
+            "via": "webhook",
+            "payload": text,
+            "content_type": headers.get("content-type"),
+            "headers": dict(headers),
+        }
         actor = f"webhook:{definition.id}"
         return await _enqueue_run(conn, store, definition, trigger, actor, "definition.webhook")
 
