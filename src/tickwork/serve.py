@@ -36,8 +36,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tickwork.serve")
 
-ROLES = ("api", *SERVICE_ROLES)
-"""Everything ``serve`` can run; all of it by default."""
+ROLES = ("api", "webhook", *SERVICE_ROLES)
+"""Everything ``serve`` can run; all of it by default. ``api`` serves the whole API (the
+webhooks included); ``webhook`` without ``api`` serves only the definitions' webhooks and
+the probes, for a process that faces the internet alone."""
+LISTENING_ROLES = frozenset({"api", "webhook"})
 
 EXIT_CANNOT_LISTEN = 4
 """``tickwork serve``'s exit code when the API's host:port cannot be listened on."""
@@ -117,7 +120,7 @@ def run(app: App, options: ServeOptions, out: TextIO = sys.stdout) -> None:
     """Serve until SIGTERM/SIGINT (blocking). The API's address is bound first
     (:class:`CannotListen` before anything starts)."""
     sock = None
-    if "api" in options.roles:
+    if options.roles & LISTENING_ROLES:
         host = options.host or app.settings.api.host
         sock = listen(host, options.port if options.port is not None else app.settings.api.port)
     started: list[Worker] = []
@@ -143,7 +146,7 @@ async def _serve(
     # API requests wait this long for a connection, then answer 503 (so do the services
     # sharing the pool, which retry on their own)
     pool = await app.db.async_pool(
-        timeout=app.settings.api.database_wait if "api" in options.roles else None
+        timeout=app.settings.api.database_wait if options.roles & LISTENING_ROLES else None
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -153,7 +156,7 @@ async def _serve(
     runtimes = available.for_serve(app.settings.runtimes) if "executor" in options.roles else []
     services = app.services(
         pool,
-        options.roles - {"api"},
+        options.roles - LISTENING_ROLES,
         runtimes,
         queues=options.queues,
         concurrency=options.concurrency,
@@ -177,28 +180,35 @@ async def _serve(
 
     server = None
     if sock is not None:
-        from tickwork.api import create_api
+        from tickwork.api import create_api, create_webhook_api
+
+        webhooks_only = "api" not in options.roles
 
         auth = AuthService(pool, app.db.store, app.settings.auth)
         await auth.start()
         running.append(asyncio.create_task(auth.watch_sessions(background_stop), name="sessions"))
-        admin_password = app.settings.auth.admin_password
-        boot = await auth.bootstrap_admin(
-            app.settings.auth.admin_email,
-            admin_password.get_secret_value() if admin_password else None,
-        )
-        if boot.created:
-            print(f"created the first administrator: {boot.email}", file=out)
-            if boot.generated_password:
-                print(
-                    f"  password (shown once, change it after logging in): "
-                    f"{boot.generated_password}",
-                    file=out,
-                )
+        if not webhooks_only:  # a webhook process makes no users
+            admin_password = app.settings.auth.admin_password
+            boot = await auth.bootstrap_admin(
+                app.settings.auth.admin_email,
+                admin_password.get_secret_value() if admin_password else None,
+            )
+            if boot.created:
+                print(f"created the first administrator: {boot.email}", file=out)
+                if boot.generated_password:
+                    print(
+                        f"  password (shown once, change it after logging in): "
+                        f"{boot.generated_password}",
+                        file=out,
+                    )
         host = options.host or app.settings.api.host
         port = sock.getsockname()[1]  # the one the system picked for port 0
         config = uvicorn.Config(
-            create_api(app, auth, pool, services.signals),
+            (
+                create_webhook_api(app, auth, pool)
+                if webhooks_only
+                else create_api(app, auth, pool, services.signals)
+            ),
             host=host,
             port=port,
             log_config=None,
@@ -219,7 +229,10 @@ async def _serve(
             listening.cancel()
             await api_task  # it could not start: say why
         url = app.settings.api.public_url or f"http://{address(host, port)}"
-        print(f"tickwork is serving on {url} (API docs: {url}/api/docs)", file=out)
+        if webhooks_only:
+            print(f"tickwork is serving webhooks on {url}/api/webhooks/", file=out)
+        else:
+            print(f"tickwork is serving on {url} (API docs: {url}/api/docs)", file=out)
     print(f"roles: {', '.join(sorted(options.roles))}", file=out, flush=True)
     if runtimes:
         print(f"runtimes: {', '.join(runtimes)}", file=out, flush=True)

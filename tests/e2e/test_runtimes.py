@@ -7,14 +7,17 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 
 from ..processes import alive
-from .support import spawner, tickwork, wait_for
+from .support import free_port, spawner, tickwork, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -128,3 +131,53 @@ def test_a_killed_runtime_workers_script_ends_at_its_timeout_and_the_run_is_recl
             ).fetchall()
         assert [a[0] for a in attempts][-1] == "SUCCEEDED" and len(attempts) == 2, attempts
     assert os.path.exists(shared_dir / "first")
+
+
+def test_a_webhook_process_serves_only_the_webhooks(
+    db_env: dict[str, str], clean: None, tmp_path: Path
+) -> None:
+    given = tmp_path / "hook.json"
+    given.write_text(
+        json.dumps({"name": "hooked", "kind": "script",
+                    "script": {"language": "bash", "source": "true"}})
+    )  # fmt: skip
+    assert tickwork(db_env, "definitions", "create", str(given)).returncode == 0
+    made = tickwork(db_env, "definitions", "webhook", "hooked")
+    assert made.returncode == 0, made.stderr
+    path = made.stdout.split()[1]
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tickwork", "serve", "--roles", "webhook", "--port", str(port)],
+        env=db_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert process.stdout is not None
+        lines: list[str] = []
+        while (line := process.stdout.readline()) and not line.startswith("roles:"):
+            lines.append(line)  # up to the line serve prints once it is ready (or its end)
+        printed = "".join(lines)
+        url = f"http://127.0.0.1:{port}"
+        assert f"serving webhooks on {url}/api/webhooks/" in printed, printed
+        assert "administrator" not in printed
+        with httpx.Client(base_url=url, timeout=30) as client:
+            called = client.post(path, json={"ref": "main"})
+            assert called.status_code == 202, called.text
+            assert client.get("/healthz").status_code == 200
+            for other in ("/api/definitions", "/api/docs", "/api/openapi.json", "/metrics"):
+                assert client.get(other).status_code == 404, other
+            # a route this process does not serve: refused before its body is read
+            login = client.post("/api/auth/login", json={"email": "a@b.c", "password": "x"})
+            assert login.status_code == 401
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    job_id = called.json()["job_id"]
+    shown = tickwork(db_env, "jobs", "show", str(job_id), "--json")
+    assert json.loads(shown.stdout)["args"]["trigger"]["via"] == "webhook"

@@ -28,7 +28,14 @@ if TYPE_CHECKING:
     from tickwork.auth import AuthService
     from tickwork.signals.runtime import SignalRuntime
 
-__all__ = ["create_api"]
+__all__ = ["WEBHOOK_ROUTES", "create_api", "create_webhook_api"]
+
+WEBHOOK_ROUTES = (
+    ("POST", "/api/webhooks/{id}/{token}"),
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+)
+"""What ``serve --roles webhook`` serves: the definitions' webhooks and the probes."""
 
 
 def create_api(
@@ -53,6 +60,7 @@ def create_api(
     )
     for module in (identity, jobs, schedules, definitions, webhooks, system, signal_routes):
         api.include_router(module.router)
+    api.include_router(system.probes)
     docs.install(api)
     install(api)
     check_table(api)
@@ -68,6 +76,36 @@ def create_api(
         ref_template="#/components/schemas/{model}"
     )
     declare(schema, ROUTE_ROLES)  # each operation: exactly the codes it can return
+    return api
+
+
+def create_webhook_api(app: App, auth: AuthService, pool: AsyncConnectionPool[Any]) -> FastAPI:
+    """Only the definitions' webhooks and the probes (:data:`WEBHOOK_ROUTES`), for a
+    process that faces the internet and should offer nothing else (no docs, no document,
+    no route that takes a token)."""
+    api = FastAPI(
+        title="tickwork webhooks",
+        redirect_slashes=False,
+        version=_version(),
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        dependencies=[Depends(authorize), Depends(refuse_unstorable_parameters)],
+    )
+    api.state.services = Services(
+        app, auth, pool, webhook_limiter=Limiter(app.settings.api.webhook_rate)
+    )
+    api.include_router(webhooks.router)
+    api.include_router(system.probes)
+    install(api)
+    check_table(api, WEBHOOK_ROUTES)
+    api.add_middleware(
+        Gate,
+        max_body_bytes=app.settings.api.max_body_bytes,
+        public=list(WEBHOOK_ROUTES),
+        check_token=auth.check_bearer,
+        budget=max(BODY_BUDGET_BYTES, app.settings.api.max_body_bytes),
+    )
     return api
 
 

@@ -31,6 +31,8 @@ from tickwork.services.leases import leaders
 from tickwork.types import Leader
 
 router = APIRouter()
+probes = APIRouter()
+"""/healthz and /readyz: in every API, the webhook-only one too."""
 
 READY_WAIT = 0.5
 """Seconds /readyz waits for a database connection before it answers 503."""
@@ -133,13 +135,13 @@ async def delete_variable(name: str, svc: Svc, who: Caller) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/healthz", response_model=HealthOut, tags=["operations"])
+@probes.get("/healthz", response_model=HealthOut, tags=["operations"])
 async def healthz() -> dict[str, Any]:
     """The process is up."""
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=ReadyOut, tags=["operations"])
+@probes.get("/readyz", response_model=ReadyOut, tags=["operations"])
 async def readyz(svc: Svc) -> dict[str, Any]:
     """The database answers and the schema is migrated (503 otherwise, within
     :data:`READY_TIMEOUT`: a probe must not wait out the requests' database wait, nor a
