@@ -7,6 +7,7 @@ existed are still read, shown in part where they are too big or too deep to serv
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,6 +53,11 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
+SUSPECT_TEXT = re.compile(r"\\u0000|\\ud[89a-f][0-9a-f]{2}")
+"""In ASCII JSON, what may be a NUL or half of a surrogate pair: PostgreSQL stores neither
+(a value holding one is walked to be sure; most values hold neither and are not walked)."""
+
+
 def json_refusal(text: str, value: Any) -> str | None:
     """Why ``value``, encoded as ``text`` (ASCII JSON), may not be stored; None when it may."""
     if len(text) > MAX_JSON_BYTES:
@@ -59,7 +65,17 @@ def json_refusal(text: str, value: Any) -> str | None:
     # Depth n needs n opening brackets: most values are ruled out without walking them.
     if text.count("[") + text.count("{") > MAX_JSON_DEPTH and too_deep(value):
         return f"is nested deeper than {MAX_JSON_DEPTH} levels"
+    if SUSPECT_TEXT.search(text):
+        found = unstorable(value, "value")
+        if found is not None:
+            return f"holds a string that {found[1]} (at {found[0]})"
     return None
+
+
+def storable(text: str) -> str:
+    """``text`` as PostgreSQL can store it, for what is only shown (output, an error's
+    message): NUL and unpaired surrogates replaced by U+FFFD."""
+    return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
 
 
 def text_problem(text: str) -> str | None:

@@ -318,6 +318,15 @@ async def test_a_script_past_its_timeout_is_killed_with_what_it_started(
     assert not alive(background)
 
 
+async def test_output_postgresql_cannot_store_is_kept_as_replacement_characters(
+    runner: App, target: str
+) -> None:
+    found = await define(runner, **script("bash", "printf 'a\\0b'; printf 'c\\0d' >&2"))
+    job = await runner.get_job_async(await run(runner, found))
+    assert job.state is JobState.SUCCEEDED, job.error
+    assert (job.result["stdout"], job.result["stderr"]) == ("a\ufffdb", "c\ufffdd")
+
+
 async def test_a_memory_hog_is_stopped_by_its_limit(runner: App) -> None:
     source = "blob = bytearray(8 * 1024 ** 3)\nprint('allocated')"
     found = await define(

@@ -605,3 +605,41 @@ async def test_a_right_login_the_database_failed_is_not_counted(
     await asyncio.wait_for(asyncio.gather(*auth._settling), 60)
     [(left,)] = sql.execute("SELECT count(*) FROM login_failures").fetchall()
     assert left == 0  # forgiven (deleted), not left to count after a minute
+
+
+async def test_text_postgresql_cannot_store_fails_the_attempt_and_never_the_batch(
+    app: App,
+) -> None:
+    """A NUL or a lone surrogate in a result fails its attempt with a clear error; in an
+    error's text it is replaced. Either once failed the whole outcome batch: the jobs stayed
+    RUNNING until reclaimed, and ran again, for ever."""
+
+    @app.task(name="tests.nul_result", max_attempts=1)
+    def nul_result() -> Any:
+        return {"out": ["fine", "a\x00b"]}
+
+    @app.task(name="tests.surrogate_result", max_attempts=1)
+    def surrogate_result() -> Any:
+        return "half a pair: \ud800"
+
+    @app.task(name="tests.nul_error", max_attempts=1)
+    def nul_error() -> Any:
+        raise ValueError("bad byte: \x00 here")
+
+    @app.task(name="tests.fine", max_attempts=1)
+    def fine() -> Any:
+        return "ok"
+
+    jobs = [app.enqueue(name) for name in ("tests.nul_result", "tests.surrogate_result",
+                                           "tests.nul_error", "tests.fine")]  # fmt: skip
+    async with app.worker(concurrency=4) as worker:
+        while len((await worker.run_once()).outcomes) > 0:
+            pass
+    nul, surrogate, error, ok = (app.get_job(j.id) for j in jobs)
+    assert nul.state is JobState.DEAD_LETTER and nul.error is not None
+    assert "NUL" in nul.error.message and "value.out[1]" in nul.error.message
+    assert surrogate.state is JobState.DEAD_LETTER and surrogate.error is not None
+    assert "surrogate" in surrogate.error.message
+    assert error.state is JobState.DEAD_LETTER and error.error is not None
+    assert error.error.message == "bad byte: \ufffd here"
+    assert ok.state is JobState.SUCCEEDED and ok.result == "ok"

@@ -22,6 +22,7 @@ from tickwork.api.schemas import (
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.db.driver_errors import DriverError, enqueue_error
+from tickwork.definitions.records import refuse_runtime_task
 from tickwork.errors import UnknownTaskError
 from tickwork.ops.audit import audit_append
 from tickwork.queue import admin
@@ -86,7 +87,9 @@ NO_SUCH_TASK = (
 )
 async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) -> object:
     """Enqueue a job of a task that the serving app or a worker seen in the last day defines
-    (a `serve` without the application enqueues for its workers)."""
+    (a `serve` without the application enqueues for its workers). The tasks that run
+    definitions are refused: their runs come from the stored definition."""
+    refuse_runtime_task(body.task)
     spec = JobSpec(
         body.task,
         body.args,

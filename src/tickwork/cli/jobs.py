@@ -261,9 +261,12 @@ def jobs_enqueue(
     as_json: JsonOption = False,
     app: AppOption = None,
 ) -> None:
-    """Enqueue a job of a task by name and print its id."""
+    """Enqueue a job of a task by name and print its id (not a definition's run: tickwork
+    definitions run NAME)."""
     from tickwork.api.schemas import JobOut
+    from tickwork.definitions.records import refuse_runtime_task
 
+    refuse_runtime_task(task)
     spec = JobSpec(
         task,
         _json_object("--args", args),

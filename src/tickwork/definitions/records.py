@@ -25,6 +25,21 @@ from tickwork.queue.backoff import ExponentialBackoff
 
 HTTP_TASK = "tickwork.http"
 SCRIPT_TASK = "tickwork.script"
+RUNTIME_TASKS = frozenset({HTTP_TASK, SCRIPT_TASK})
+
+
+def refuse_runtime_task(task: str) -> None:
+    """A run of a definition is made from the stored definition only (run now, a schedule,
+    a webhook, the loop rule): enqueueing its task by name with arguments of one's own would
+    let anyone who may enqueue jobs run code that only an ADMIN may define."""
+    if task in RUNTIME_TASKS:
+        raise InvalidField(
+            "task",
+            f"{task} runs definitions: run one with POST /api/definitions/{{id}}/run "
+            "(tickwork definitions run NAME)",
+        )
+
+
 HTTP_QUEUE = "http"
 LANGUAGES = ("bash", "python", "node", "typescript", "groovy")
 SCRIPT_QUEUES: dict[str, str] = {

@@ -15,7 +15,7 @@ from tickwork.config import Settings
 from tickwork.db.database import Database
 from tickwork.db.driver_errors import CONNECTION_ERRORS
 from tickwork.db.store.jobs import JobRow
-from tickwork.definitions.records import JOB_TIMEOUT, RetryPolicy
+from tickwork.definitions.records import JOB_TIMEOUT, SCRIPT_QUEUES, RetryPolicy
 from tickwork.definitions.templates import Variables, load, referenced
 from tickwork.errors import DatabaseError, RunFailed
 from tickwork.ops import metrics
@@ -87,6 +87,11 @@ class Runtimes:
         loop: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """One run of a script definition."""
+        own = SCRIPT_QUEUES.get(spec["language"])
+        if ctx.job.queue != own:  # a run is made on its language's queue: anything else is
+            raise RunFailed(  # not a definition's run
+                f"a {spec['language']} script runs only from queue {own}, not {ctx.job.queue}"
+            )
         async with self._counted(definition, spec["language"]):
             variables = await self._variables([], list(spec.get("variables", [])))
             try:

@@ -18,6 +18,7 @@ import httpx
 from tickwork.config import HttpRuntimeSettings
 from tickwork.definitions.templates import Variables
 from tickwork.errors import AddressRefused, RunFailed
+from tickwork.limits import storable
 from tickwork.runtimes.netguard import IPNetwork, checked_address
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -100,7 +101,7 @@ async def call(
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise RunFailed(variables.mask(f"{method} {url} failed: {exc!r}")) from None
     duration = time.monotonic() - started
-    text = content.decode(response.encoding or "utf-8", errors="replace")
+    text = storable(content.decode(response.encoding or "utf-8", errors="replace"))
     result: dict[str, Any] = {
         "status": response.status_code,
         "headers": dict(response.headers),

@@ -128,7 +128,9 @@ class _Stream:
                 self.kept += chunk[:room]
 
     def text(self) -> str:
-        return self.kept.decode("utf-8", errors="replace")
+        """What was kept, as text PostgreSQL can store (undecodable bytes and NULs as
+        U+FFFD)."""
+        return self.kept.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
 def _kill_group(pgid: int, sig: int) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tickwork.errors import JobCancelled
-from tickwork.limits import MAX_JSON_BYTES, cut, json_refusal
+from tickwork.limits import MAX_JSON_BYTES, cut, json_refusal, storable
 from tickwork.types import ErrorInfo, ExecutionState, Job, JobState
 from tickwork.worker.context import JobContext
 
@@ -206,8 +206,8 @@ def _plainly_json(value: Any) -> bool:
     if value is None or value is True or value is False:
         return True
     kind = type(value)
-    if kind is str:  # short enough that no escaping takes it past the limit
-        return len(value) <= MAX_JSON_BYTES // 6
+    if kind is str:  # short enough that no escaping takes it past the limit, and plain text
+        return len(value) <= MAX_JSON_BYTES // 6 and value.isascii() and "\x00" not in value
     return kind is int or (kind is float and math.isfinite(value))
 
 
@@ -217,8 +217,8 @@ def error_info(exc: BaseException) -> ErrorInfo:
     name = kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
     if module.startswith("tickwork"):
         name = f"tickwork.{kind.__qualname__}"
-    return ErrorInfo(
+    return ErrorInfo(  # storable: a NUL in an error's text would fail the outcome's batch
         type=name,
-        message=cut(str(exc)),
-        traceback=cut("".join(traceback.format_exception(exc))),
+        message=storable(cut(str(exc))),
+        traceback=storable(cut("".join(traceback.format_exception(exc)))),
     )

@@ -12,7 +12,7 @@ import math
 import threading
 from typing import Any
 
-from tickwork.limits import cut
+from tickwork.limits import cut, storable
 
 PROGRESS_INTERVAL = 0.5
 """Seconds between the worker's writes of pending progress reports."""
@@ -39,12 +39,6 @@ def progress_value(
         "message": None if message is None else storable(cut(message, MAX_PROGRESS_MESSAGE)),
         "attempt": attempt,
     }
-
-
-def storable(text: str) -> str:
-    """``text`` as PostgreSQL's JSON can hold it: NUL and unpaired surrogates (which jsonb
-    refuses, failing the whole batch) replaced."""
-    return text.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\ufffd")
 
 
 class ProgressBuffer:
