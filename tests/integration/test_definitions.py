@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import threading
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -325,6 +326,31 @@ async def test_output_postgresql_cannot_store_is_kept_as_replacement_characters(
     job = await runner.get_job_async(await run(runner, found))
     assert job.state is JobState.SUCCEEDED, job.error
     assert (job.result["stdout"], job.result["stderr"]) == ("a\ufffdb", "c\ufffdd")
+
+
+async def test_what_a_script_leaves_running_ends_with_it_and_never_holds_the_run(
+    runner: App, shared_dir: Path
+) -> None:
+    """A background process keeps the script's output pipes open: the run ends when the
+    script does (its group killed), and one that left the group (setsid) no longer holds
+    the worker until it ends."""
+    source = (
+        f"(sleep 30; touch {shared_dir}/finished) &\n"
+        f"setsid sh -c 'echo $$ > {shared_dir}/escaped.tmp; "
+        f"mv {shared_dir}/escaped.tmp {shared_dir}/escaped; exec sleep 300' &\n"
+        f"while [ ! -e {shared_dir}/escaped ]; do sleep 0.01; done\n"
+        "echo started\n"
+    )
+    found = await define(runner, **script("bash", source, exec_timeout=120))
+    job = await runner.get_job_async(await run(runner, found))
+    escaped = int((shared_dir / "escaped").read_text())
+    try:
+        assert job.state is JobState.SUCCEEDED, job.error
+        assert job.result["stdout"] == "started\n"
+        assert alive(escaped)  # the run ended while it still ran
+        assert not (shared_dir / "finished").exists()  # the group's sleep was killed
+    finally:
+        os.kill(escaped, signal.SIGKILL)
 
 
 async def test_a_memory_hog_is_stopped_by_its_limit(runner: App) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -133,6 +134,30 @@ class _Stream:
         return self.kept.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
+EXIT_POLL = 0.05
+"""Seconds between looks at whether a script's process has ended."""
+
+
+async def _exit_status(proc: asyncio.subprocess.Process, hard_deadline: float) -> int:
+    """The script's exit status once its process has ended. Not ``proc.wait()``: that waits
+    for the output pipes to close too, which a process the script left behind (in its group
+    or out of it) holds open for as long as it runs. Past ``hard_deadline`` (when ``timeout``
+    did not end it) the group is killed."""
+    while proc.returncode is None:
+        if time.monotonic() > hard_deadline:
+            _kill_group(proc.pid, signal.SIGKILL)
+        await asyncio.sleep(EXIT_POLL)
+    return proc.returncode
+
+
+def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Close this side of the script's pipes: a process that left its group and still
+    writes gets EPIPE, and the transport is done with."""
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
+
+
 def _kill_group(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -248,14 +273,15 @@ async def run(
         assert proc.stdout is not None and proc.stderr is not None
         readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
         try:
-            code = await proc.wait()
+            code = await _exit_status(proc, deadline + settings.kill_grace + 1.0)
         except BaseException:  # cancelled: a cancel, a shutdown, the job's timeout
             _kill_group(proc.pid, signal.SIGTERM)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(settings.kill_grace):
-                    await asyncio.shield(proc.wait())
+                    await _exit_status(proc, math.inf)
             _kill_group(proc.pid, signal.SIGKILL)
             readers.cancel()
+            _close_pipes(proc)
             raise
         finally:
             # what the script left running in its group (a background job) ends with it
@@ -263,8 +289,9 @@ async def run(
         try:
             async with asyncio.timeout(settings.kill_grace + 1.0):
                 await readers
-        except TimeoutError:  # a process that left the group holds the pipes open
+        except TimeoutError:  # a process that left the group (setsid) holds the pipes open
             readers.cancel()
+        _close_pipes(proc)
         duration = time.monotonic() - started
     finally:
         await asyncio.to_thread(shutil.rmtree, workdir, ignore_errors=True)
