@@ -656,3 +656,20 @@ async def test_activity_counts_each_attempt_and_retention_ages_it_out(
         "SELECT sum(runs), min(bucket) > now() - interval '1 day' FROM definition_activity"
     ).fetchone()
     assert left == (3, True)  # the old bucket went; today's stayed
+
+
+async def test_wrong_tokens_never_use_up_a_webhooks_rate(api: Api) -> None:
+    c, admin_headers = api.client, api.headers(Role.ADMIN)
+    created = await c.post(
+        "/api/definitions",
+        json={"name": "target", "kind": "http", "http": {"url": "https://example.com/"}},
+        headers=admin_headers,
+    )
+    hook = await c.post(f"/api/definitions/{created.json()['id']}/webhook", headers=admin_headers)
+    path = hook.json()["path"]
+    wrong = path.rsplit("/", 1)[0] + "/twh_wrong"
+    answers = [(await c.post(wrong, json={})).status_code for _ in range(40)]
+    assert answers == [404] * 30 + [429] * 10  # the flooding address is refused...
+    elsewhere = httpx.ASGITransport(app=api.api, client=("192.0.2.7", 40000))
+    async with httpx.AsyncClient(transport=elsewhere, base_url="http://testserver") as other:
+        assert (await other.post(path, json={})).status_code == 202  # ...not the definition

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from tickwork.db.store import Store
     from tickwork.signals.runtime import SignalRuntime
 
+WEBHOOK_MISSES = 30
+"""Wrong webhook tokens a client address may send a minute before it is refused (429)
+without a lookup."""
 PUBLIC = None
 """No authentication: login, refresh, logout, accepting an invite, health, metrics and the
 API docs."""
@@ -138,6 +141,8 @@ class Services:
     """This process's signal runtime (None when it does not run the signals role)."""
     webhook_limiter: Limiter = field(default_factory=lambda: Limiter(60))
     """Calls of each definition's webhook this process accepts a minute."""
+    webhook_misses: Limiter = field(default_factory=lambda: Limiter(WEBHOOK_MISSES))
+    """Wrong webhook tokens (or ids) each client address may send a minute."""
 
     @property
     def store(self) -> Store:

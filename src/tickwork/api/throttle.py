@@ -26,6 +26,16 @@ class Limiter:
         self.clock = clock
         self._calls: OrderedDict[object, deque[float]] = OrderedDict()
 
+    def peek(self, key: object) -> float:
+        """:meth:`wait` without counting a call: 0 when one would be allowed now."""
+        now = self.clock()
+        calls = self._calls.get(key)
+        if calls is None:
+            return 0.0
+        while calls and calls[0] <= now - self.window:
+            calls.popleft()
+        return calls[0] + self.window - now if len(calls) >= self.limit else 0.0
+
     def wait(self, key: object) -> float:
         """0 when a call under ``key`` is allowed now (and counts it); else the seconds until
         one is (not counted)."""

@@ -14,7 +14,7 @@ from tickwork.api.inputs import IdPath
 from tickwork.api.schemas import RunOut
 from tickwork.api.security import Services, services
 from tickwork.definitions import admin
-from tickwork.errors import Throttled
+from tickwork.errors import NotFoundError, Throttled
 
 router = APIRouter(tags=["webhooks"])
 
@@ -33,7 +33,11 @@ TokenPath = Annotated[str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z
     status_code=202,
     responses=answer(404, "No such webhook (an unknown definition, no webhook or a wrong token)")
     | answer(409, "The definition is paused")
-    | answer(429, "Too many calls of this webhook (api.webhook_rate a minute)"),
+    | answer(
+        429,
+        "Too many calls of this webhook (api.webhook_rate a minute), or too many wrong tokens"
+        " from this address",
+    ),
 )
 async def call_webhook(
     id: IdPath,
@@ -44,13 +48,24 @@ async def call_webhook(
     """Run the definition now (public: the token is the credential). The body (at most 64
     KiB of UTF-8 text) is the run's ``trigger.payload``, the headers that describe the call
     its ``trigger.headers``."""
-    wait = svc.webhook_limiter.wait(id)
-    if wait > 0:
-        raise Throttled(f"the webhook of definition {id}", wait)
+    caller = request.client.host if request.client else "unknown"
+    wait = svc.webhook_misses.peek(caller)
+    if wait > 0:  # this address sent too many wrong tokens: no more lookups for a while
+        raise Throttled("webhooks from this address", wait)
+
+    def admit(definition_id: int) -> None:  # the token was right: the definition's own limit
+        wait = svc.webhook_limiter.wait(definition_id)
+        if wait > 0:
+            raise Throttled(f"the webhook of definition {definition_id}", wait)
+
     body = await request.body()
-    job_id = await admin.webhook_run(
-        svc.pool, svc.store, id, token, body, passed_headers(request.headers)
-    )
+    try:
+        job_id = await admin.webhook_run(
+            svc.pool, svc.store, id, token, body, passed_headers(request.headers), admit=admit
+        )
+    except NotFoundError:
+        svc.webhook_misses.wait(caller)
+        raise
     return {"job_id": job_id}
 
 

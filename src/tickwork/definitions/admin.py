@@ -4,7 +4,7 @@ run now. Every write keeps the definition's schedule row in step, in the same tr
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -343,6 +343,8 @@ async def webhook_run(
     token: str,
     payload: bytes,
     headers: Mapping[str, str],
+    *,
+    admit: Callable[[int], None] | None = None,
 ) -> int:
     """Enqueue one run for a webhook call; the job's id. An unknown definition, one without
     a webhook and a wrong token are the same NotFoundError (nothing tells them apart); a
@@ -363,6 +365,8 @@ async def webhook_run(
         if stored is None or not hmac.compare_digest(bytes(stored), presented):
             raise NotFoundError("webhook", definition_id)
         definition = Definition.from_row(row)  # type: ignore[arg-type]
+        if admit is not None:  # counted only once the token is right: no one else can
+            admit(definition.id)  # use up a definition's rate
         if not definition.enabled:
             raise ConflictError(f"definition {definition.name!r} is paused")
         trigger = {
