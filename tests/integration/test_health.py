@@ -10,11 +10,18 @@ from tickwork import App
 
 
 def test_report_lists_tables_and_indexes(app: App) -> None:
+    @app.task(name="tests.sized")
+    def sized() -> None:
+        pass
+
+    sized.defer()
     report = app.health()
     names = {t.name for t in report.tables}
     assert {"jobs", "executions", "audit_events", "workers"} <= names
     assert any(i.name == "jobs_runnable_idx" for i in report.indexes)
-    assert all(t.table_bytes > 0 for t in report.tables)
+    # a table with rows has a size; an emptied one without a TOAST table has none
+    assert all(t.table_bytes >= 0 for t in report.tables)
+    assert next(t for t in report.tables if t.name == "jobs").table_bytes > 0
 
 
 def test_old_open_transaction_is_named_in_a_warning(app: App, database_url: str) -> None:
