@@ -51,6 +51,12 @@ class Target(BaseHTTPRequestHandler):
             self._answer(500, f"the service is down ({self.path})".encode())
         elif path == "/hop":
             self._redirect("http://169.254.169.254/latest/meta-data/")
+        elif path == "/echo":
+            seen = {"path": self.path, "headers": dict(self.headers)}
+            self._answer(200, json.dumps(seen).encode())
+        elif path == "/elsewhere":  # the same server under another origin (127.0.0.2)
+            port = self.server.server_address[1]
+            self._redirect(f"http://127.0.0.2:{port}/echo")
         elif path == "/to-file":
             self._redirect("file:///etc/passwd")
         else:
@@ -74,7 +80,7 @@ class Target(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Target)
+    server = ThreadingHTTPServer(("0.0.0.0", 0), Target)  # 127.0.0.2 is another origin
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -673,3 +679,128 @@ async def test_wrong_tokens_never_use_up_a_webhooks_rate(api: Api) -> None:
     elsewhere = httpx.ASGITransport(app=api.api, client=("192.0.2.7", 40000))
     async with httpx.AsyncClient(transport=elsewhere, base_url="http://testserver") as other:
         assert (await other.post(path, json={})).status_code == 202  # ...not the definition
+
+
+# --- what the red team found ----------------------------------------------------------------
+
+
+async def test_an_operator_cannot_run_code_by_enqueueing_a_runtime_task(api: Api) -> None:
+    c, operator = api.client, api.headers(Role.OPERATOR)
+    args = {
+        "definition": {"id": 1, "name": "x", "version": 1, "kind": "script"},
+        "spec": {"language": "bash", "source": "id", "variables": []},
+        "policy": {"exec_timeout": 10, "retry": {}, "loop": None},
+        "trigger": {"via": "operator"},
+    }
+    for task in ("tickwork.script", "tickwork.http"):
+        body = {"task": task, "queue": "scripts-bash", "args": args}
+        answer = await c.post("/api/jobs", json=body, headers=operator)
+        assert answer.status_code == 400 and answer.json()["field"] == "task", answer.text
+
+
+async def test_a_script_off_its_languages_queue_is_refused(runner: App) -> None:
+    job = await runner.enqueue_async(  # as only code (or the database) could make it
+        "tickwork.script",
+        {
+            "definition": {"id": 1, "name": "x", "version": 1, "kind": "script"},
+            "spec": {"language": "python", "source": "print(1)", "variables": []},
+            "policy": {"exec_timeout": 10, "retry": {"max_attempts": 1}, "loop": None},
+        },
+        queue="scripts-bash",
+        max_attempts=1,
+    )
+    async with runner.worker(queues=["scripts-bash"]) as worker:
+        await worker.run_once()
+    ran = await runner.get_job_async(job.id)
+    assert ran.state is JobState.DEAD_LETTER and ran.error is not None
+    assert "runs only from queue scripts-python" in ran.error.message
+
+
+async def test_credentials_never_follow_a_redirect_to_another_origin(
+    runner: App, target: str, sql: psycopg.Connection[Any]
+) -> None:
+    sql.execute(
+        "INSERT INTO variables (name, value, secret, updated_by)"
+        " VALUES ('tok', 's3cr3t-T0KEN-value', true, 't')"
+    )
+    headers = {"Authorization": "Bearer {{ vars.tok }}", "X-Api-Key": "{{ vars.tok }}",
+               "X-Plain": "kept"}  # fmt: skip
+    found = await define(
+        runner,
+        name="hop-away",
+        kind="http",
+        http={"url": f"{target}/elsewhere", "headers": headers, "follow_redirects": True},
+    )
+    local = App(
+        database_url=runner.settings.database_url,  # the other origin is allowed too
+        schema=runner.settings.schema_name,
+        runtimes={"http": {"allow_networks": ["127.0.0.0/8"]}},
+    )
+    try:
+        job = await local.get_job_async(await run(local, found))
+    finally:
+        await local.aclose()
+    assert job.state is JobState.SUCCEEDED, job.error
+    seen = json.loads(job.result["body"])["headers"]
+    assert "Authorization" not in seen and "X-Api-Key" not in seen
+    assert seen["X-Plain"] == "kept"
+
+
+async def test_a_secret_is_masked_however_it_is_spelled_and_where_output_was_cut(
+    runner: App, target: str, sql: psycopg.Connection[Any]
+) -> None:
+    sql.execute(
+        "INSERT INTO variables (name, value, secret, updated_by) VALUES"
+        " ('pw', 'pass word ünïcode', true, 't'), ('tok', 'SuperSecretToken12345', true, 't')"
+    )
+    found = await define(
+        runner,
+        name="encoded",
+        kind="http",
+        http={"url": f"{target}/echo?pw={{{{ vars.pw }}}}", "expect_status": [201]},
+        retry={"max_attempts": 1},
+    )
+    job = await runner.get_job_async(await run(runner, found))
+    assert job.error is not None and "answered 200" in job.error.message
+    assert "pass%20word" not in job.error.message and "pass word" not in job.error.message
+    cut = await define(
+        runner,
+        name="cut",
+        kind="script",
+        script={
+            "language": "bash",
+            "source": 'head -c 65526 /dev/zero | tr "\\0" x; printf "%s" "$tok"',
+            "variables": ["tok"],
+        },
+    )
+    ran = await runner.get_job_async(await run(runner, cut))
+    assert ran.result["stdout_truncated"] is True
+    assert ran.result["stdout"].endswith("x***") and "SuperSe" not in ran.result["stdout"]
+
+
+async def test_odd_inputs_are_refused_when_stored_or_fail_the_run_plainly(runner: App) -> None:
+    pool = await runner.db.async_pool()
+    for fields, field in (
+        ({"http": {"url": "https://a.example/", "headers": {"X-A": "literal-ü"}}}, "http.headers"),
+        ({"http": {"url": "https://a.example/", "headers": {"sk_live_SECRET x": "v"}}},
+         "http.headers"),
+        ({"name": "two\u2028lines"}, "name"),
+    ):  # fmt: skip
+        given = {"name": "odd", "kind": "http", "http": {"url": "https://a.example/"}} | fields
+        with pytest.raises(InvalidInput) as refused:
+            await admin.create(pool, runner.db.store, given, actor="test")
+        assert refused.value.field == field and "sk_live" not in str(refused.value)
+    for url in ("http://xn--/", "http://127.0.0.1:99999/"):
+        found = await define(
+            runner, name=f"odd {url}", kind="http", http={"url": url}, retry={"max_attempts": 1}
+        )
+        job = await runner.get_job_async(await run(runner, found))
+        assert job.state is JobState.DEAD_LETTER and job.error is not None
+        assert job.error.type == "tickwork.RunFailed", job.error
+
+
+async def test_an_empty_edit_changes_nothing(runner: App) -> None:
+    found = await define(runner, **script("bash", "true"))
+    pool = await runner.db.async_pool()
+    same = await admin.edit(pool, runner.db.store, found, {}, actor="test")
+    assert same.version == 1

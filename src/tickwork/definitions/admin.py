@@ -184,6 +184,8 @@ async def edit(
     the edit; runs already made keep the version they were made with."""
     given: DefinitionEditIn = parsed(DefinitionEditIn, changes)
     edits = given.model_dump(exclude_unset=True)
+    if not edits:  # nothing to change: no new version, no audit event
+        return await get(pool, store, definition_id)
     for field, value in edits.items():
         if value is None and field not in NULLABLE_EDITS:
             raise InvalidField(field, "may not be null (leave it out to keep it)")

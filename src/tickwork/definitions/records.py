@@ -70,7 +70,8 @@ MAX_BODY = 1024 * 1024
 MAX_SOURCE = 256 * 1024
 MAX_SCRIPT_VARIABLES = 100
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}\Z")
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Control characters (C0, DEL, C1) and the Unicode line and paragraph separators."""
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 REFERENCE = re.compile(r"\{\{\s*vars\.([A-Za-z_][A-Za-z0-9_.-]{0,127})\s*\}\}")
 """A global variable's place in an HTTP definition's URL, header values and body."""
@@ -117,12 +118,17 @@ class HttpSpec(_Input):
     @classmethod
     def _headers(cls, headers: dict[str, str]) -> dict[str, str]:
         for name, value in headers.items():
-            if not HEADER_NAME.match(name):
-                raise ValueError(f"header name {name[:64]!r} is not a valid token")
-            if CONTROL.search(value.replace("\t", "")) or len(value) > MAX_HEADER_VALUE:
+            if not HEADER_NAME.match(name):  # never echoed: a pasted credential may be one
+                raise ValueError("a header name is not a valid token (letters, digits, -_.)")
+            bare = REFERENCE.sub("x", value)  # a variable's value is checked when it runs
+            if (
+                CONTROL.search(bare.replace("\t", ""))
+                or not bare.isascii()
+                or len(value) > MAX_HEADER_VALUE
+            ):
                 raise ValueError(
-                    f"header {name!r} may not hold control characters or exceed "
-                    f"{MAX_HEADER_VALUE} characters"
+                    "a header value may hold only ASCII text without control characters, "
+                    f"at most {MAX_HEADER_VALUE} characters"
                 )
         return headers
 

@@ -3,10 +3,12 @@ starts, and the masking of secret values in whatever a run stores or logs."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -25,12 +27,35 @@ def referenced(texts: Iterable[str | None]) -> set[str]:
     return {m.group(1) for text in texts if text for m in REFERENCE.finditer(text)}
 
 
+def spellings(secret: str) -> list[str]:
+    """The ways a secret's value shows in what a run stores: as it is, percent-encoded (in a
+    URL), JSON-escaped (a service echoing it), repr-escaped (an error naming a bad header).
+    Each at least :data:`MIN_MASKED` long, longest first."""
+    forms = {
+        secret,
+        quote(secret, safe=""),
+        quote(secret, safe="/:@!$&'()*+,;="),
+        quote_plus(secret),
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        repr(secret)[1:-1],
+        repr(secret.encode("utf-8", "replace"))[2:-1],
+    }
+    return sorted((f for f in forms if len(f) >= MIN_MASKED), key=len, reverse=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Variables:
     """The values of the variables a run uses, and a masker of the secret ones."""
 
     values: dict[str, str]
     secrets: tuple[str, ...] = field(default=())
+    forms: tuple[str, ...] = field(init=False, default=())
+    """Every spelling of every secret, longest first."""
+
+    def __post_init__(self) -> None:
+        found = {form for secret in self.secrets for form in spellings(secret)}
+        object.__setattr__(self, "forms", tuple(sorted(found, key=len, reverse=True)))
 
     def render(self, text: str) -> str:
         """``text`` with each reference replaced by its value."""
@@ -40,10 +65,17 @@ class Variables:
 
         return REFERENCE.sub(value, text)
 
-    def mask(self, text: str) -> str:
-        """``text`` with every secret value replaced by ``***``."""
-        for secret in self.secrets:
-            text = text.replace(secret, MASK)
+    def mask(self, text: str, *, cut: bool = False) -> str:
+        """``text`` with every secret value (in any of its :func:`spellings`) replaced by
+        ``***``; ``cut``: the text was cut short, so a secret's start at its end is masked
+        too."""
+        for form in self.forms:
+            text = text.replace(form, MASK)
+        if cut:
+            for form in self.forms:
+                for length in range(len(form) - 1, MIN_MASKED - 1, -1):
+                    if text.endswith(form[:length]):
+                        return text[:-length] + MASK
         return text
 
     def masked(self, value: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from tickwork.config import HttpRuntimeSettings
+from tickwork.definitions.records import REFERENCE
 from tickwork.definitions.templates import Variables
 from tickwork.errors import AddressRefused, RunFailed
 from tickwork.limits import storable
@@ -42,6 +43,13 @@ async def _read(response: httpx.Response, cap: int) -> tuple[bytes, int, bool]:
     return bytes(kept), len(kept), False
 
 
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    return (url.scheme, url.host, url.port)
+
+
 async def call(
     spec: Mapping[str, Any],
     *,
@@ -56,9 +64,17 @@ async def call(
     method: str = spec["method"]
     try:
         url = httpx.URL(variables.render(spec["url"]))
-    except httpx.InvalidURL as exc:
+        origin = _origin(url)
+    except Exception as exc:  # httpx.InvalidURL, an IDNA error, a port out of range
         raise RunFailed(variables.mask(f"the URL is not valid: {exc}")) from None
     headers = {k: variables.render(v) for k, v in spec["headers"].items()}
+    # what may go on to another origin when a redirect leads there: no credentials, nothing
+    # made of a variable (as browsers and httpx drop Authorization)
+    portable = {
+        k: v
+        for k, v in spec["headers"].items()
+        if k.lower() not in CREDENTIAL_HEADERS and not REFERENCE.search(v)
+    }
     body = None if spec.get("body") is None else variables.render(spec["body"]).encode()
     started = time.monotonic()
     hops: list[str] = []
@@ -81,6 +97,8 @@ async def call(
                         ):
                             hops.append(str(url))
                             url = url.join(location)
+                            if _origin(url) != origin:
+                                headers = portable
                             if response.status_code == 303 or (
                                 response.status_code in (301, 302) and method == "POST"
                             ):
@@ -98,10 +116,15 @@ async def call(
         raise RunFailed(
             variables.mask(f"{method} {url} took longer than exec_timeout ({exec_timeout}s)")
         ) from None
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+    except RunFailed:
+        raise
+    except Exception as exc:  # httpx's errors, and what a hostile URL or header value raises
+        # (an IDNA error, a header value that is not ASCII, a port out of range)
         raise RunFailed(variables.mask(f"{method} {url} failed: {exc!r}")) from None
     duration = time.monotonic() - started
-    text = storable(content.decode(response.encoding or "utf-8", errors="replace"))
+    text = variables.mask(
+        storable(content.decode(response.encoding or "utf-8", errors="replace")), cut=truncated
+    )
     result: dict[str, Any] = {
         "status": response.status_code,
         "headers": dict(response.headers),

@@ -300,8 +300,8 @@ async def run(
         {
             "exit_code": code,
             "duration": round(duration, 6),
-            "stdout": out.text(),
-            "stderr": err.text(),
+            "stdout": variables.mask(out.text(), cut=out.size > len(out.kept)),
+            "stderr": variables.mask(err.text(), cut=err.size > len(err.kept)),
             "stdout_bytes": out.size,
             "stderr_bytes": err.size,
             "stdout_truncated": out.size > len(out.kept),
