@@ -163,11 +163,32 @@ def _kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+WORKDIR_PREFIX = "tickwork-run-"
+STALE_AFTER = 2 * 3600.0
+"""A run's working directory older than this (every run ends within the job's timeout,
+35 minutes) was left by a worker that was killed: the next run in that place removes it."""
+_swept: set[str] = set()
+
+
+def _sweep_stale(parent: Path | None) -> None:
+    """Remove working directories that killed workers left in ``parent`` (once a process)."""
+    where = str(parent or tempfile.gettempdir())
+    if where in _swept:
+        return
+    _swept.add(where)
+    cutoff = time.time() - STALE_AFTER
+    for path in Path(where).glob(f"{WORKDIR_PREFIX}*"):
+        with contextlib.suppress(OSError):
+            if path.is_dir() and not path.is_symlink() and path.lstat().st_mtime < cutoff:
+                shutil.rmtree(path, ignore_errors=True)
+
+
 def _prepare(
     parent: Path | None, file_name: str, source: str, trigger: Mapping[str, Any]
 ) -> tuple[str, Path]:
     """A fresh working directory holding the script and what triggered the run."""
-    workdir = tempfile.mkdtemp(prefix="tickwork-run-", dir=parent)
+    _sweep_stale(parent)
+    workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=parent)
     script = Path(workdir, file_name)
     script.write_text(source, encoding="utf-8")
     Path(workdir, TRIGGER_FILE).write_text(json.dumps(trigger), encoding="utf-8")
