@@ -141,7 +141,7 @@ async def test_an_http_definition_calls_its_url_and_keeps_the_answer(
     assert job.result["body"] == f"hello from {target.removeprefix('http://')}"
 
 
-async def test_an_unexpected_status_fails_the_attempt_and_a_last_one_dead_letters(
+async def test_an_unexpected_status_fails_the_attempt_retries_then_dead_letters(
     runner: App, target: str
 ) -> None:
     found = await define(
@@ -149,10 +149,14 @@ async def test_an_unexpected_status_fails_the_attempt_and_a_last_one_dead_letter
         name="down",
         kind="http",
         http={"url": f"{target}/fail"},
-        retry={"max_attempts": 1},
+        retry={"max_attempts": 2, "backoff_base": 0},
     )
-    job = await runner.get_job_async(await run(runner, found))
-    assert job.state is JobState.DEAD_LETTER
+    first = await runner.get_job_async(await run(runner, found))
+    assert first.state is JobState.FAILED and first.attempts == 1  # a retry is due
+    async with runner.worker(queues=["http"]) as worker:
+        assert len((await worker.run_once()).outcomes) == 1
+    job = await runner.get_job_async(first.id)
+    assert job.state is JobState.DEAD_LETTER and job.attempts == 2
     assert job.error is not None
     assert "answered 500" in job.error.message and "the service is down" in job.error.message
 
@@ -367,6 +371,28 @@ async def test_a_memory_hog_is_stopped_by_its_limit(runner: App) -> None:
     job = await runner.get_job_async(await run(runner, found))
     assert job.state is JobState.DEAD_LETTER and job.error is not None
     assert "MemoryError" in job.error.message
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the process limit counts the script user's")
+async def test_a_fork_bomb_is_stopped_by_its_limits(
+    database_url: str, schema: str, clean: None
+) -> None:
+    bombed = App(
+        database_url=database_url,
+        schema=schema,
+        runtimes={"scripts": {"processes": 64, "kill_grace": 0.5}},
+    )
+    try:
+        found = await define(
+            bombed,
+            **script("bash", "bomb() { bomb | bomb & }; bomb; sleep 1; echo survived",
+                     exec_timeout=30, retry={"max_attempts": 1}),
+        )  # fmt: skip
+        job = await bombed.get_job_async(await run(bombed, found))
+    finally:
+        await bombed.aclose()
+    assert job.state is JobState.SUCCEEDED, job.error  # the run ends: its group is killed
+    assert "fork: retry" in job.result["stderr"] or "Resource temporarily" in job.result["stderr"]
 
 
 async def test_a_script_runs_only_on_its_languages_queue(runner: App) -> None:
