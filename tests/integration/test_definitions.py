@@ -548,7 +548,7 @@ async def test_a_schedule_of_a_definition_is_changed_through_its_definition(api:
     assert (await c.get(schedule, headers=admin_headers)).status_code == 404
 
 
-async def test_the_http_guard_holds_over_a_real_client(runner: App) -> None:
+async def test_a_refused_target_is_sent_no_request(runner: App) -> None:
     """The runtime refuses before sending: no connection is attempted to the refused host."""
     sent: list[httpx.Request] = []
 
@@ -672,7 +672,8 @@ async def test_activity_counts_each_attempt_and_retention_ages_it_out(
         ({"bucket": "week"}, "bucket"),
         ({"from": "2020-01-01T00:00:00Z", "to": "2021-01-01T00:00:00Z", "bucket": "minute"},
          "from"),
-        ({"from": "2021-01-01T00:00:00Z", "to": "2020-01-01T00:00:00Z"}, "from"),
+        ({"from": "2021-01-01T00:00:00Z", "to": "2020-01-01T00:00:00Z"}, "to"),
+        ({"from": "2021-01-01T00:00:00"}, "from"),  # no zone: refused, as everywhere
     ):  # fmt: skip
         refused = await c.get(f"/api/definitions/{ok}/activity", params=params, headers=viewer)
         assert refused.status_code == 400 and refused.json()["field"] == field, refused.text

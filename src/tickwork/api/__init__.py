@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fastapi import Depends, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 
 from tickwork.api import definitions, docs, identity, jobs, schedules, system, webhooks
 from tickwork.api import signals as signal_routes
@@ -45,31 +45,17 @@ def create_api(
     signals: SignalRuntime | None = None,
 ) -> FastAPI:
     """The API of ``app``: every route authorised by the route table, errors as problems."""
-    api = FastAPI(
+    api = _api(
+        app,
+        auth,
+        pool,
+        signals,
+        routers=[m.router for m in (identity, jobs, schedules, definitions, webhooks, system)]
+        + [signal_routes.router, system.probes],
+        only=None,
         title="tickwork",
-        redirect_slashes=False,  # a redirect would name the Host header the client sent
-        version=_version(),
         summary="PostgreSQL-native background work: jobs, schedules and their control plane.",
         openapi_url=docs.OPENAPI_PATH,
-        docs_url=None,  # tickwork.api.docs serves it, with Swagger UI's files
-        redoc_url=None,
-        dependencies=[Depends(authorize), Depends(refuse_unstorable_parameters)],
-    )
-    api.state.services = Services(
-        app, auth, pool, signals, webhook_limiter=Limiter(app.settings.api.webhook_rate)
-    )
-    for module in (identity, jobs, schedules, definitions, webhooks, system, signal_routes):
-        api.include_router(module.router)
-    api.include_router(system.probes)
-    docs.install(api)
-    install(api)
-    check_table(api)
-    api.add_middleware(
-        Gate,
-        max_body_bytes=app.settings.api.max_body_bytes,
-        public=[route for route, role in ROUTE_ROLES.items() if role is PUBLIC],
-        check_token=auth.check_bearer,
-        budget=max(BODY_BUDGET_BYTES, app.settings.api.max_body_bytes),  # one body fits
     )
     schema = api.openapi()
     schema["components"]["schemas"]["Problem"] = Problem.model_json_schema(
@@ -83,28 +69,58 @@ def create_webhook_api(app: App, auth: AuthService, pool: AsyncConnectionPool[An
     """Only the definitions' webhooks and the probes (:data:`WEBHOOK_ROUTES`), for a
     process that faces the internet and should offer nothing else (no docs, no document,
     no route that takes a token)."""
-    api = FastAPI(
+    return _api(
+        app,
+        auth,
+        pool,
+        None,
+        routers=[webhooks.router, system.probes],
+        only=WEBHOOK_ROUTES,
         title="tickwork webhooks",
-        redirect_slashes=False,
-        version=_version(),
+        summary="",
         openapi_url=None,
-        docs_url=None,
+    )
+
+
+def _api(
+    app: App,
+    auth: AuthService,
+    pool: AsyncConnectionPool[Any],
+    signals: SignalRuntime | None,
+    *,
+    routers: list[APIRouter],
+    only: tuple[tuple[str, str], ...] | None,
+    title: str,
+    summary: str,
+    openapi_url: str | None,
+) -> FastAPI:
+    """An API of ``routers``: every route of the route table, or ``only`` these (all public),
+    each authorised by the table, errors as problems, bodies through the gate."""
+    api = FastAPI(
+        title=title,
+        redirect_slashes=False,  # a redirect would name the Host header the client sent
+        version=_version(),
+        summary=summary,
+        openapi_url=openapi_url,
+        docs_url=None,  # tickwork.api.docs serves it, with Swagger UI's files
         redoc_url=None,
         dependencies=[Depends(authorize), Depends(refuse_unstorable_parameters)],
     )
     api.state.services = Services(
-        app, auth, pool, webhook_limiter=Limiter(app.settings.api.webhook_rate)
+        app, auth, pool, signals, webhook_limiter=Limiter(app.settings.api.webhook_rate)
     )
-    api.include_router(webhooks.router)
-    api.include_router(system.probes)
+    for router in routers:
+        api.include_router(router)
+    if openapi_url is not None:
+        docs.install(api)
     install(api)
-    check_table(api, WEBHOOK_ROUTES)
+    check_table(api, only)
     api.add_middleware(
         Gate,
         max_body_bytes=app.settings.api.max_body_bytes,
-        public=list(WEBHOOK_ROUTES),
+        public=[route for route in only or ROUTE_ROLES if ROUTE_ROLES[route] is PUBLIC],
         check_token=auth.check_bearer,
-        budget=max(BODY_BUDGET_BYTES, app.settings.api.max_body_bytes),
+        budget=max(BODY_BUDGET_BYTES, app.settings.api.max_body_bytes),  # one body fits
     )
     return api
 

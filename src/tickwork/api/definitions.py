@@ -21,6 +21,7 @@ from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
 from tickwork.definitions import admin
 from tickwork.definitions.records import Definition, DefinitionEditIn, DefinitionIn
+from tickwork.queue.admin import MAX_PAGE
 
 router = APIRouter(tags=["definitions"])
 
@@ -36,7 +37,7 @@ async def list_definitions(
     kind: Literal["http", "script"] | None = None,
     enabled: bool | None = None,
     name: Annotated[str | None, Query(max_length=200, description="a part of the name")] = None,
-    limit: Annotated[int, Query(ge=1, le=admin.MAX_PAGE)] = 100,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     after: CursorQuery = None,
 ) -> dict[str, Any]:
     """Definitions by id, filtered by kind, enabled and a part of the name (any case)."""

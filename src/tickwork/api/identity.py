@@ -30,7 +30,7 @@ from tickwork.api.schemas import (
     UserEditIn,
     UserOut,
 )
-from tickwork.api.security import Services, caller, services
+from tickwork.api.security import Services, caller, client_address, services
 from tickwork.auth import Principal, Role, TokenPair
 from tickwork.errors import AuthError, PermissionDenied
 
@@ -42,10 +42,6 @@ Caller = Annotated[Principal, Depends(caller)]
 COOKIE = "tickwork_refresh"
 CROSS_SITE = answer(403, "A refresh cookie sent without this server's own Origin")
 COOKIE_PATH = "/api/auth"
-
-
-def _client(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
 
 
 def _secure(request: Request, svc: Services) -> bool:
@@ -115,7 +111,7 @@ def _presented(body: RefreshIn | None, request: Request, svc: Services) -> tuple
 async def login(body: LoginIn, request: Request, response: Response, svc: Svc) -> dict[str, Any]:
     """Email and password for a short-lived access token and a refresh token. Unknown emails
     and wrong passwords answer alike; repeated failures are throttled (429)."""
-    pair = await svc.auth.login(body.email, body.password, _client(request))
+    pair = await svc.auth.login(body.email, body.password, client_address(request))
     return _tokens(pair, request, response, svc, body.cookie)
 
 
@@ -166,7 +162,7 @@ async def change_password(body: PasswordIn, request: Request, svc: Svc, who: Cal
     """Change the caller's password; every refresh token of theirs is revoked. A wrong
     current password counts as a failed login (throttled alike, 429)."""
     await svc.auth.change_password(
-        who.user_id, body.current_password, body.new_password, address=_client(request)
+        who.user_id, body.current_password, body.new_password, address=client_address(request)
     )
     return Response(status_code=204)
 

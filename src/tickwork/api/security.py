@@ -150,6 +150,12 @@ class Services:
         return self.app.db.store
 
 
+def client_address(request: Request) -> str:
+    """The caller's address (a trusted proxy's X-Forwarded-For, else the peer's), which login
+    throttling and the webhooks' wrong-token limit count by."""
+    return request.client.host if request.client else "unknown"
+
+
 def services(request: Request) -> Services:
     found: Services = request.app.state.services
     return found

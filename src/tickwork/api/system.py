@@ -55,7 +55,7 @@ async def worker_metrics(
     worker_id: UUID | None = None,
     start: Annotated[Instant | None, Query(alias="from")] = None,
     end: Annotated[Instant | None, Query(alias="to")] = None,
-    limit: Annotated[int, Query(ge=1, le=samples.MAX_PAGE)] = 100,
+    limit: Annotated[int, Query(ge=1, le=admin.MAX_PAGE)] = 100,
     before_id: CursorQuery = None,
 ) -> dict[str, Any]:
     """The processes' CPU and memory samples, newest first: of one worker, in a time range

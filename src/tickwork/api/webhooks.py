@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from tickwork.api.contract import answer
 from tickwork.api.inputs import IdPath
 from tickwork.api.schemas import RunOut
-from tickwork.api.security import Services, services
+from tickwork.api.security import Services, client_address, services
 from tickwork.definitions import admin
 from tickwork.errors import NotFoundError, Throttled
 
@@ -48,7 +48,7 @@ async def call_webhook(
     """Run the definition now (public: the token is the credential). The body (at most 64
     KiB of UTF-8 text) is the run's ``trigger.payload``, the headers that describe the call
     its ``trigger.headers``."""
-    caller = request.client.host if request.client else "unknown"
+    caller = client_address(request)
     wait = svc.webhook_misses.peek(caller)
     if wait > 0:  # this address sent too many wrong tokens: no more lookups for a while
         raise Throttled("webhooks from this address", wait)

@@ -70,13 +70,14 @@ def _dump(definition: Any) -> dict[str, Any]:
 def definitions_list(app: AppOption = None, as_json: JsonOption = False) -> None:
     """Every definition, by id."""
     from tickwork.definitions import admin
+    from tickwork.queue.admin import MAX_PAGE
 
     async def every(the_app: Any, pool: Any) -> list[Any]:
         found: list[Any] = []
         after = 0
         while True:
             items, after_next = await admin.page(
-                pool, the_app.db.store, after=after, limit=admin.MAX_PAGE
+                pool, the_app.db.store, after=after, limit=MAX_PAGE
             )
             found.extend(items)
             if after_next is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -28,10 +28,10 @@ from tickwork.definitions.records import (
     schedule_name,
 )
 from tickwork.errors import ConflictError, InvalidField, InvalidInput, NotFoundError
+from tickwork.limits import text_problem
+from tickwork.queue.admin import check_limit, check_range
 from tickwork.queue.enqueue import insert_plan
 from tickwork.schedule.cron import CronSchedule
-
-MAX_PAGE = 500
 
 
 def _fields(given: DefinitionIn) -> DefinitionFields:
@@ -140,8 +140,7 @@ async def page(
 ) -> tuple[list[Definition], int | None]:
     """Definitions by id after ``after``, filtered (``name``: a part of it, any case); and
     the cursor of the next page (None on the last)."""
-    if not 1 <= limit <= MAX_PAGE:
-        raise InvalidInput("limit", limit, f"must be between 1 and {MAX_PAGE}")
+    check_limit(limit)
     async with pool.connection() as conn:
         rows = await store.definition_list(
             conn,
@@ -318,9 +317,12 @@ async def set_webhook(
     token = new_token(WEBHOOK_TOKEN_PREFIX)
     async with pool.connection() as conn:
         row = await store.definition_webhook_set(
-            conn, id=definition_id, hash=token_hash(token), event="definition.webhook_set",
+            conn,
+            id=definition_id,
+            hash=token_hash(token),
+            event="definition.webhook_set",
             actor=actor,
-        )  # fmt: skip
+        )
     if row is None:
         raise NotFoundError("definition", definition_id)
     return token
@@ -352,14 +354,15 @@ async def webhook_run(
     a webhook and a wrong token are the same NotFoundError (nothing tells them apart); a
     paused definition is a ConflictError. The body is the run's ``trigger.payload`` (text),
     ``headers`` (those the API passes on) its ``trigger.headers``."""
+    if len(payload) > MAX_WEBHOOK_PAYLOAD:
+        raise InvalidField("body", f"is larger than {MAX_WEBHOOK_PAYLOAD:,} bytes")
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidField("body", "must be UTF-8 text (JSON, form data, plain text)") from None
-    if "\x00" in text:
-        raise InvalidField("body", "must not contain NUL (\\x00) characters")
-    if len(payload) > MAX_WEBHOOK_PAYLOAD:
-        raise InvalidField("body", f"is larger than {MAX_WEBHOOK_PAYLOAD:,} bytes")
+    refused = text_problem(text)
+    if refused is not None:
+        raise InvalidField("body", refused)
     presented = token_hash(token)
     async with pool.connection() as conn, conn.transaction():
         row = await store.definition_get_locked(conn, id=definition_id)
@@ -402,14 +405,13 @@ async def activity(
     if bucket not in BUCKETS:
         raise InvalidInput("bucket", bucket, f"must be one of {', '.join(BUCKETS)}")
     step = BUCKETS[bucket]
-    start, end = (t if t is None or t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
+    check_range("", start, end, fields=("from", "to"))
     async with pool.connection() as conn:
         if await store.definition_get(conn, id=definition_id) is None:
             raise NotFoundError("definition", definition_id)
         end = end or await store.schedule_now(conn)
         start = start or end - timedelta(days=1)
-        if start >= end:
-            raise InvalidInput("from", start.isoformat(), "must be before to")
+        check_range("", start, end, fields=("from", "to"))  # a from after the default to
         if (end - start).total_seconds() / step > MAX_BUCKETS:
             raise InvalidInput(
                 "from",

@@ -27,10 +27,10 @@ def referenced(texts: Iterable[str | None]) -> set[str]:
     return {m.group(1) for text in texts if text for m in REFERENCE.finditer(text)}
 
 
-def spellings(secret: str) -> list[str]:
+def spellings(secret: str) -> set[str]:
     """The ways a secret's value shows in what a run stores: as it is, percent-encoded (in a
     URL), JSON-escaped (a service echoing it), repr-escaped (an error naming a bad header).
-    Each at least :data:`MIN_MASKED` long, longest first."""
+    Each at least :data:`MIN_MASKED` long."""
     forms = {
         secret,
         quote(secret, safe=""),
@@ -41,7 +41,7 @@ def spellings(secret: str) -> list[str]:
         repr(secret)[1:-1],
         repr(secret.encode("utf-8", "replace"))[2:-1],
     }
-    return sorted((f for f in forms if len(f) >= MIN_MASKED), key=len, reverse=True)
+    return {f for f in forms if len(f) >= MIN_MASKED}
 
 
 @dataclass(frozen=True, slots=True)

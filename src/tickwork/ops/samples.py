@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.store import Store
-from tickwork.errors import InvalidInput
-
-MAX_PAGE = 1000
+from tickwork.queue.admin import check_limit, check_range
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +40,8 @@ async def page(
 ) -> tuple[list[Sample], int | None]:
     """Samples, newest first (of one worker, in a time range); and the cursor of the next
     page (None on the last)."""
-    if not 1 <= limit <= MAX_PAGE:
-        raise InvalidInput("limit", limit, f"must be between 1 and {MAX_PAGE}")
-    start, end = (t if t is None or t.tzinfo else t.replace(tzinfo=UTC) for t in (start, end))
+    check_limit(limit)
+    check_range("", start, end, fields=("from", "to"))
     async with pool.connection() as conn:
         rows = await store.worker_metrics_list(
             conn, worker_id=worker_id, start=start, end=end, before_id=before_id, limit=limit + 1

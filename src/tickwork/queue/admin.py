@@ -185,14 +185,22 @@ def parse_choices(field: str, values: list[str] | None, kind: type[E], noun: str
     return chosen
 
 
-def check_range(name: str, start: datetime | None, end: datetime | None) -> None:
-    """``<name>_from`` and ``<name>_to`` are zone-aware and in order."""
+def check_range(
+    name: str,
+    start: datetime | None,
+    end: datetime | None,
+    *,
+    fields: tuple[str, str] | None = None,
+) -> None:
+    """``<name>_from`` and ``<name>_to`` (or the two ``fields`` named) are zone-aware and in
+    order."""
+    first, last = fields or (f"{name}_from", f"{name}_to")
     if start is not None and start.tzinfo is None:
-        raise InvalidInput(f"{name}_from", start.isoformat(), "must carry a time zone offset")
+        raise InvalidInput(first, start.isoformat(), "must carry a time zone offset")
     if end is not None and end.tzinfo is None:
-        raise InvalidInput(f"{name}_to", end.isoformat(), "must carry a time zone offset")
+        raise InvalidInput(last, end.isoformat(), "must carry a time zone offset")
     if start is not None and end is not None and end <= start:
-        raise InvalidInput(f"{name}_to", end.isoformat(), f"must be after {name}_from")
+        raise InvalidInput(last, end.isoformat(), f"must be after {first}")
 
 
 def check_limit(limit: int) -> int:

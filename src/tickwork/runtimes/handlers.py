@@ -114,17 +114,14 @@ class Runtimes:
         not counted). The count is kept apart from the job's own outcome: a database error
         here is logged and never changes the outcome."""
         started = time.monotonic()
-        succeeded = False
         try:
             yield
-            succeeded = True
         except asyncio.CancelledError:
             raise
         except Exception:
             await self._count(definition, language, False, time.monotonic() - started)
             raise
-        if succeeded:
-            await self._count(definition, language, True, time.monotonic() - started)
+        await self._count(definition, language, True, time.monotonic() - started)
 
     async def _count(
         self, definition: Mapping[str, Any], language: str, succeeded: bool, took: float

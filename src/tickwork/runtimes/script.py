@@ -31,6 +31,7 @@ from tickwork.config import ScriptRuntimeSettings
 from tickwork.definitions.records import env_name
 from tickwork.definitions.templates import Variables
 from tickwork.errors import RunFailed, RuntimeMissing
+from tickwork.limits import storable
 from tickwork.ops import metrics
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -131,7 +132,7 @@ class _Stream:
     def text(self) -> str:
         """What was kept, as text PostgreSQL can store (undecodable bytes and NULs as
         U+FFFD)."""
-        return self.kept.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
+        return storable(self.kept.decode("utf-8", errors="replace"))
 
 
 EXIT_POLL = 0.05
