@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,13 +22,14 @@ import pytest
 
 from tickwork import App
 from tickwork.auth import Role
-from tickwork.config import HttpRuntimeSettings
+from tickwork.config import HttpRuntimeSettings, ScriptRuntimeSettings
 from tickwork.definitions import admin
 from tickwork.definitions.templates import Variables
 from tickwork.errors import AddressRefused, InvalidInput, RunFailed, ScheduleError
 from tickwork.ops.metrics import REGISTRY
 from tickwork.queue.retention import Retention
 from tickwork.runtimes import http
+from tickwork.runtimes import script as script_runtime
 from tickwork.runtimes.available import check
 from tickwork.runtimes.netguard import networks
 from tickwork.types import JobState
@@ -831,3 +833,23 @@ async def test_an_empty_edit_changes_nothing(runner: App) -> None:
     pool = await runner.db.async_pool()
     same = await admin.edit(pool, runner.db.store, found, {}, actor="test")
     assert same.version == 1
+
+
+async def test_a_work_directory_a_killed_worker_left_is_removed_by_a_later_run(
+    shared_dir: Path,
+) -> None:
+    left = shared_dir / "tickwork-run-left"
+    recent = shared_dir / "tickwork-run-recent"
+    for made in (left, recent):
+        made.mkdir()
+        (made / "script.sh").write_text("echo left behind")
+    old = time.time() - script_runtime.STALE_AFTER - 60
+    os.utime(left, (old, old))
+    settings = ScriptRuntimeSettings(workdir=shared_dir)
+    spec = {"language": "bash", "source": "echo fresh", "variables": []}
+    done = await script_runtime.run(
+        spec, exec_timeout=30, variables=Variables({}), settings=settings
+    )
+    assert done["stdout"] == "fresh\n"
+    assert not left.exists()  # older than any run can be
+    assert recent.exists()  # may be a run of another worker, still going
