@@ -46,6 +46,9 @@ TABLES = (
     "definitions",
     "definition_activity",
     "worker_metrics",
+    "tallies",
+    "tally_totals",
+    "tally_minutes",
 )
 
 

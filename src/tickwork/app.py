@@ -49,6 +49,7 @@ from tickwork.errors import (
 )
 from tickwork.ops import metrics
 from tickwork.ops.health import DEFAULT_XMIN_WARNING_SECONDS, Health, check
+from tickwork.ops.rollups import Rollups
 from tickwork.portal import Portal
 from tickwork.queue import admin as queue_admin
 from tickwork.queue import rows as decode
@@ -662,6 +663,8 @@ class App:
         if "signals" in roles:
             host.signals = self.signal_runtime(pool, leases=host.leases)
             host.add("signals", host.signals.run, after_election=True)
+        if worker is not None or "signals" in roles:
+            host.add("rollups", Rollups(pool, store).run)
         return host
 
     def run_worker(

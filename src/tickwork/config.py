@@ -67,6 +67,7 @@ DEFAULT_RETENTION_BATCH = 5000
 DEFAULT_FINISHED_RETENTION = 24 * 3600.0
 DEFAULT_ACTIVITY_RETENTION = 30 * 86400.0
 DEFAULT_WORKER_METRICS_RETENTION = 7 * 86400.0
+DEFAULT_THROUGHPUT_RETENTION = 7 * 86400.0
 DEFAULT_AUDIT_RETENTION = 365 * 86400.0
 DEFAULT_DEAD_LETTER_RETENTION = 7 * 24 * 3600.0
 
@@ -204,7 +205,10 @@ class RetentionSettings(BaseModel):
     activity_after: float = seconds(DEFAULT_ACTIVITY_RETENTION)
     """How long a definition's activity buckets (its charts) are kept: 30 days."""
     worker_metrics_after: float = seconds(DEFAULT_WORKER_METRICS_RETENTION)
-    """How long the processes' CPU and memory samples are kept: 7 days."""
+    """How long the processes' CPU and memory samples are kept: 7 days (a worker's record
+    goes with them, kept at least a day: it names the tasks an API may enqueue)."""
+    throughput_after: float = seconds(DEFAULT_THROUGHPUT_RETENTION)
+    """How long the per-minute counts of finished work (throughput charts) are kept: 7 days."""
     audit_after: float = seconds(DEFAULT_AUDIT_RETENTION)
     """How long audit events are kept: 365 days."""
     batch: int = Field(DEFAULT_RETENTION_BATCH, ge=1)

@@ -72,6 +72,9 @@ async def test_signals_list_show_and_stats(db_env: dict[str, str], app: App, sql
         " WHERE id = %s",
         (paid,),
     )
+    # a status written by hand is not tallied (tickwork's statements tally what they change):
+    # doctor --recount counts the tables again
+    await run(db_env, "doctor", "--recount")
     sql.execute(
         "INSERT INTO signal_reactor_status (signal_id, reactor_name, status, error_message,"
         " retry_count) VALUES (%s, 'order_paid', 'DEAD', 'RuntimeError: boom', 3)",
@@ -134,7 +137,8 @@ async def test_signals_list_show_and_stats(db_env: dict[str, str], app: App, sql
         ("PENDING", "ORDER_PAID"): 1,
         ("PENDING", "INVOICE_SENT"): 1,
     }
-    assert all(r["oldest_created_at"] for r in stats)
+    # the oldest of the live ones; the settled ones are counted, not dated
+    assert [bool(r["oldest_created_at"]) for r in stats] == [False, True, True]
     stats_table = await run(db_env, "signals", "stats")
     assert stats_table.returncode == 0, stats_table.stderr
     assert "INVOICE_SENT" in stats_table.stdout

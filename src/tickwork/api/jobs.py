@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
 
@@ -18,6 +18,7 @@ from tickwork.api.schemas import (
     JobPage,
     JobStateName,
     NotStoredProblem,
+    ThroughputOut,
 )
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
@@ -200,6 +201,23 @@ async def cancel(job_id: IdPath, svc: Svc, who: Caller) -> object:
 async def list_queues(svc: Svc) -> list[admin.QueueStats]:
     """Every queue: jobs by state, the oldest waiting job's age, recent throughput, pause."""
     return await admin.queue_stats(svc.pool, svc.store)
+
+
+@router.get("/api/queues/throughput", response_model=ThroughputOut, tags=["queues"])
+async def queue_throughput(
+    svc: Svc,
+    queue: str | None = None,
+    start: Annotated[Instant | None, Query(alias="from", description="default: to - 24h")] = None,
+    end: Annotated[Instant | None, Query(alias="to", description="default: now")] = None,
+    bucket: Literal["minute", "hour", "day"] = "hour",
+) -> dict[str, Any]:
+    """Finished work per queue (or of one ``queue``) from ``from`` to ``to`` (ISO 8601; UTC
+    when no zone is given) in buckets of a minute, an hour or a day: jobs that succeeded, were
+    dead-lettered or cancelled, attempts that failed with a retry due (at most 10,000 buckets;
+    kept ``retention.throughput_after``, 7 days)."""
+    return await admin.throughput(
+        svc.pool, svc.store, queue=queue, start=start, end=end, bucket=bucket
+    )
 
 
 @router.post("/api/queues/{name}/pause", status_code=204, tags=["queues"])

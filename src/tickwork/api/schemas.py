@@ -473,6 +473,29 @@ class ActivityOut(Model):
     mean_duration: float
 
 
+class ThroughputBucket(Model):
+    at: datetime = Field(description="the bucket's start")
+    queue: str
+    succeeded: int = Field(description="jobs that succeeded in it")
+    failed: int = Field(description="attempts that failed with a retry due")
+    dead_letter: int = Field(description="jobs dead-lettered")
+    cancelled: int = Field(description="jobs cancelled")
+
+
+class ThroughputOut(Model):
+    start: datetime = Field(description="from (inclusive)")
+    end: datetime = Field(description="to (exclusive)")
+    bucket: Literal["minute", "hour", "day"]
+    queue: str | None = Field(description="the queue asked for; null: every queue")
+    buckets: list[ThroughputBucket] = Field(
+        description="one per queue and bucket with finished work, oldest first"
+    )
+    succeeded: int
+    failed: int
+    dead_letter: int
+    cancelled: int
+
+
 class SampleOut(Model):
     id: int
     worker_id: UUID = Field(description="the process's worker (GET /api/workers)")

@@ -60,6 +60,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("POST", "/api/jobs/bulk/cancel"): OPERATOR,
     # queues
     ("GET", "/api/queues"): VIEWER,
+    ("GET", "/api/queues/throughput"): VIEWER,
     ("POST", "/api/queues/{name}/pause"): OPERATOR,
     ("POST", "/api/queues/{name}/resume"): OPERATOR,
     # schedules: what a schedule runs is ADMIN's; pausing and triggering is OPERATOR's

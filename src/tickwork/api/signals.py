@@ -71,7 +71,9 @@ class StatsOut(Out):
     status: str
     signal_type: str
     count: int
-    oldest_created_at: datetime
+    oldest_created_at: datetime | None = Field(
+        description="of the oldest PENDING or PROCESSING signal; null for COMPLETED and DEAD"
+    )
 
 
 class TieredBool(Out):

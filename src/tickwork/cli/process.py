@@ -22,6 +22,7 @@ from tickwork.cli.common import (
     load_app,
     print_json,
     queue_names,
+    run_with_pool,
 )
 from tickwork.errors import ConfigError
 from tickwork.serve import EXIT_CANNOT_LISTEN, ROLES, CannotListen
@@ -182,6 +183,14 @@ def doctor(
     xmin_warning: Annotated[
         float, typer.Option(help="Warn when a transaction holds back vacuum this long (s).")
     ] = 300.0,
+    recount: Annotated[
+        bool,
+        typer.Option(
+            "--recount",
+            help="First make the counts of finished jobs and settled signals again from the"
+            " tables (a full scan; after states were changed by hand in SQL).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Table sizes, dead tuples, HOT updates and what holds back vacuum; exit 1 on warnings."""
@@ -189,8 +198,13 @@ def doctor(
     from rich.table import Table
 
     from tickwork.ops.health import Health
+    from tickwork.ops.rollups import recount as recount_totals
 
     logs.configure("ERROR")
+    if recount:
+        counted = run_with_pool(app, lambda the_app, pool: recount_totals(pool, the_app.db.store))
+        if not as_json:
+            console().print(f"recounted: {counted:,} finished jobs and settled signals")
     report = load_app(app).health(xmin_warning_seconds=xmin_warning)
     if as_json:
         print_json(TypeAdapter(Health).dump_python(report, mode="json"))

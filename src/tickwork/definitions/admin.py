@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
@@ -27,9 +27,9 @@ from tickwork.definitions.records import (
     queue_of,
     schedule_name,
 )
-from tickwork.errors import ConflictError, InvalidField, InvalidInput, NotFoundError
+from tickwork.errors import ConflictError, InvalidField, NotFoundError
 from tickwork.limits import text_problem
-from tickwork.queue.admin import check_limit, check_range
+from tickwork.queue.admin import chart_range, check_limit
 from tickwork.queue.enqueue import insert_plan
 from tickwork.schedule.cron import CronSchedule
 
@@ -384,12 +384,6 @@ async def webhook_run(
         return await _enqueue_run(conn, store, definition, trigger, actor, "definition.webhook")
 
 
-BUCKETS: dict[str, float] = {"minute": 60.0, "hour": 3600.0, "day": 86400.0}
-"""The bucket sizes of activity (seconds); activity is counted per minute."""
-MAX_BUCKETS = 10_000
-"""Buckets one activity request may span (a month of minutes is 43,200: ask by hour)."""
-
-
 async def activity(
     pool: AsyncConnectionPool[Any],
     store: Store,
@@ -402,22 +396,10 @@ async def activity(
     """The definition's runs from ``start`` to ``end`` (default: the last 24 hours), in
     buckets of a ``minute``, an ``hour`` or a ``day``: attempts ended, succeeded, failed,
     mean and longest duration; and the totals."""
-    if bucket not in BUCKETS:
-        raise InvalidInput("bucket", bucket, f"must be one of {', '.join(BUCKETS)}")
-    step = BUCKETS[bucket]
-    check_range("", start, end, fields=("from", "to"))
     async with pool.connection() as conn:
+        start, end, step = await chart_range(conn, store, start, end, bucket)
         if await store.definition_get(conn, id=definition_id) is None:
             raise NotFoundError("definition", definition_id)
-        end = end or await store.schedule_now(conn)
-        start = start or end - timedelta(days=1)
-        check_range("", start, end, fields=("from", "to"))  # a from after the default to
-        if (end - start).total_seconds() / step > MAX_BUCKETS:
-            raise InvalidInput(
-                "from",
-                start.isoformat(),
-                f"spans more than {MAX_BUCKETS:,} {bucket}s: ask by a larger bucket",
-            )
         rows = await store.definition_activity_list(
             conn, id=definition_id, start=start, end=end, step=step
         )

@@ -59,6 +59,10 @@ KNOWN: dict[str, Known] = {
         "seconds the processes' CPU and memory samples are kept",
         ("retention", "worker_metrics_after"),
     ),
+    "retention.throughput_after": Known(
+        "seconds the per-minute counts of finished work (throughput charts) are kept",
+        ("retention", "throughput_after"),
+    ),
     "retention.audit_after": Known("seconds an audit event is kept", ("retention", "audit_after")),
 }
 

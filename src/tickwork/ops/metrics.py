@@ -23,7 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.store import Row, Store
 from tickwork.db.store.runner import STATEMENT_BUCKETS, TIMES
-from tickwork.types import Leader
+from tickwork.types import JobState, Leader
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 """tickwork's own registry (kept apart from the default one, which the host app may use)."""
@@ -241,16 +241,18 @@ def sweep_ran(reactor: str, outcome: str, seconds: float) -> None:
 class _Snapshot(Collector):
     """The database's view, read once per scrape."""
 
-    def __init__(self, jobs: list[Row], leases: list[Leader]) -> None:
-        self.jobs = jobs
+    def __init__(self, queues: list[Row], leases: list[Leader]) -> None:
+        self.queues = queues
         self.leases = leases
 
     def collect(self) -> Iterator[Metric]:
         by_state = GaugeMetricFamily(
             "tickwork_jobs", "Jobs in the database by queue and state", labels=["queue", "state"]
         )
-        for row in self.jobs:
-            by_state.add_metric([row["queue"], row["state"]], row["n"])
+        for row in self.queues:
+            for state in JobState:
+                if row[state.value.lower()]:
+                    by_state.add_metric([row["name"], state.value], row[state.value.lower()])
         yield by_state
         holders = GaugeMetricFamily(
             "tickwork_lease_held",
@@ -265,8 +267,8 @@ class _Snapshot(Collector):
 async def render(pool: AsyncConnectionPool[Any], store: Store) -> tuple[bytes, str]:
     """The exposition text of this process's metrics and the database snapshot."""
     async with pool.connection() as conn:
-        jobs = await store.job_count_by_queue_state(conn)
+        queues = await store.queue_stats(conn, window=60.0)  # live work + rollups: cheap
         leases = await store.lease_list(conn)
     snapshot = CollectorRegistry(auto_describe=False)
-    snapshot.register(_Snapshot(jobs, leases))
+    snapshot.register(_Snapshot(queues, leases))
     return generate_latest(REGISTRY) + generate_latest(snapshot), CONTENT_TYPE_LATEST

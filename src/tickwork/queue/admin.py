@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -201,6 +201,34 @@ def check_range(
         raise InvalidInput(last, end.isoformat(), "must carry a time zone offset")
     if start is not None and end is not None and end <= start:
         raise InvalidInput(last, end.isoformat(), f"must be after {first}")
+
+
+BUCKETS: dict[str, float] = {"minute": 60.0, "hour": 3600.0, "day": 86400.0}
+"""The bucket sizes of charts (seconds); what they sum is counted per minute."""
+MAX_BUCKETS = 10_000
+"""Buckets one chart request may span (a month of minutes is 43,200: ask by hour)."""
+
+
+async def chart_range(
+    conn: AsyncConn, store: Store, start: datetime | None, end: datetime | None, bucket: str
+) -> tuple[datetime, datetime, float]:
+    """A chart's ``from`` and ``to`` (default: the 24 hours to now, database clock) and its
+    bucket in seconds, checked: a known bucket, zone-aware times in order, at most
+    :data:`MAX_BUCKETS` buckets."""
+    if bucket not in BUCKETS:
+        raise InvalidInput("bucket", bucket, f"must be one of {', '.join(BUCKETS)}")
+    step = BUCKETS[bucket]
+    check_range("", start, end, fields=("from", "to"))
+    end = end or await store.schedule_now(conn)
+    start = start or end - timedelta(days=1)
+    check_range("", start, end, fields=("from", "to"))  # a from after the default to
+    if (end - start).total_seconds() / step > MAX_BUCKETS:
+        raise InvalidInput(
+            "from",
+            start.isoformat(),
+            f"spans more than {MAX_BUCKETS:,} {bucket}s: ask by a larger bucket",
+        )
+    return start, end, step
 
 
 def check_limit(limit: int) -> int:
@@ -462,6 +490,49 @@ async def queue_stats(pool: AsyncConnectionPool[Any], store: Store) -> list[Queu
         )
         for r in found
     ]
+
+
+FINISHED_STATES = ("SUCCEEDED", "FAILED", "DEAD_LETTER", "CANCELLED")
+"""The states a chart of finished work counts arrivals in (FAILED: an attempt failed and its
+retry is due)."""
+
+
+async def throughput(
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    *,
+    queue: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    bucket: str = "hour",
+) -> dict[str, Any]:
+    """Finished work per queue from ``start`` to ``end`` (default: the last 24 hours), in
+    buckets of a ``minute``, an ``hour`` or a ``day``: jobs that succeeded, were
+    dead-lettered or cancelled, and attempts that failed with a retry due; and the totals.
+    Read from the per-minute rollups (kept ``retention.throughput_after``), never the jobs."""
+    if queue is not None:
+        check_queue(queue)
+    async with pool.connection() as conn:
+        start, end, step = await chart_range(conn, store, start, end, bucket)
+        rows = await store.tally_throughput(
+            conn, subject="job", name=queue, start=start, end=end, step=step
+        )
+    buckets: dict[tuple[datetime, str], dict[str, Any]] = {}
+    for r in rows:
+        row = buckets.setdefault(
+            (r["bucket"], r["name"]),
+            {"at": r["bucket"], "queue": r["name"]} | {s.lower(): 0 for s in FINISHED_STATES},
+        )
+        if r["state"] in FINISHED_STATES:
+            row[r["state"].lower()] += r["n"]
+    found = list(buckets.values())
+    return {
+        "start": start,
+        "end": end,
+        "bucket": bucket,
+        "queue": queue,
+        "buckets": found,
+    } | {s.lower(): sum(b[s.lower()] for b in found) for s in FINISHED_STATES}
 
 
 async def set_queue_paused(

@@ -4,8 +4,10 @@ the claim and the watchdog work on stay the size of the live work, not of all hi
 SUCCEEDED and CANCELLED jobs go after ``retention.finished_after``; DEAD_LETTER ones after
 ``retention.dead_letter_after`` (longer: an operator may still retry them); definitions'
 activity after ``retention.activity_after``, the processes' samples after
-``retention.worker_metrics_after`` and audit events after ``retention.audit_after``. Jobs that may
-still run are never deleted. Safe in any number of processes at once (SKIP LOCKED).
+``retention.worker_metrics_after`` (with the records of workers gone that long), the
+throughput minutes after ``retention.throughput_after`` and audit events after
+``retention.audit_after``. Jobs that may still run are never deleted. Safe in any number of
+processes at once (SKIP LOCKED).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import RetentionSettings
 from tickwork.db.store import Store
+from tickwork.queue.admin import TASKS_SEEN_WITHIN
 
 log = logging.getLogger("tickwork.retention")
 
@@ -75,14 +78,19 @@ class Retention:
 
     async def _prune_history(self, override: dict[str, Any]) -> None:
         """What is kept only as history: definitions' activity, the processes' samples and
-        the audit trail, each past its window (an app setting when operators set one)."""
-        prunes = (
-            ("activity_after", self.store.definition_activity_prune),
-            ("worker_metrics_after", self.store.worker_metrics_prune),
-            ("audit_after", self.store.audit_prune),
+        records, the throughput minutes and the audit trail, each past its window (an app
+        setting when operators set one)."""
+        prunes = (  # (setting, statement, the shortest window it may have)
+            ("activity_after", self.store.definition_activity_prune, 0.0),
+            ("worker_metrics_after", self.store.worker_metrics_prune, 0.0),
+            # a worker's record names the tasks an API may enqueue by name for a day
+            ("worker_metrics_after", self.store.worker_prune, TASKS_SEEN_WITHIN),
+            ("throughput_after", self.store.tally_minutes_prune, 0.0),
+            ("audit_after", self.store.audit_prune, 0.0),
         )
-        for name, prune in prunes:
+        for name, prune, floor in prunes:
             window = override.get(f"retention.{name}", getattr(self.settings, name))
+            window = max(window, floor)
             pruned = self.settings.batch
             while pruned >= self.settings.batch:
                 async with self.pool.connection() as conn:

@@ -94,7 +94,9 @@ class StatsRow:
     status: SignalStatus
     signal_type: str
     count: int
-    oldest_created_at: datetime
+    oldest_created_at: datetime | None
+    """Of the oldest live (PENDING, PROCESSING) signal; None for the settled statuses, which
+    are counted from the rollups."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,6 +74,12 @@ WITH expired AS (
       AND j.id = ANY(ARRAY(SELECT job_id FROM timed_out))
       AND j.state = 'RUNNING'
     RETURNING j.id, j.state, j.queue, t.id AS execution_id, t.worker_id
+), tally AS (  -- the rollups (see 0015_tallies.sql): one row per queue and state reached
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'job', r.queue, r.state, date_trunc('minute', now()), count(*)
+    FROM reclaimed r
+    WHERE r.state IN ('CANCELLED', 'DEAD_LETTER')
+    GROUP BY r.queue, r.state
 ), audit AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
     SELECT %(actor)s, 'job.reclaimed', 'job', r.id::text,
@@ -119,6 +125,12 @@ WITH released AS (
       AND j.id = ANY(ARRAY(SELECT job_id FROM released))  -- by primary key, never a join scan
       AND j.state = 'RUNNING'
     RETURNING j.id, j.state, j.queue, r.id AS execution_id, r.worker_id
+), tally AS (  -- the rollups (see 0015_tallies.sql): one row per queue and state reached
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'job', r.queue, r.state, date_trunc('minute', now()), count(*)
+    FROM returned r
+    WHERE r.state = 'CANCELLED'
+    GROUP BY r.queue, r.state
 ), audit AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
     SELECT 'worker:' || r.worker_id,

@@ -188,7 +188,12 @@ WITH done AS (
     FROM fenced f
     WHERE j.id = f.job_id
       AND j.state = 'RUNNING'
-    RETURNING j.id, j.state, j.attempts, f.id AS execution_id, f.worker_id
+    RETURNING j.id, j.queue, j.state, j.attempts, f.id AS execution_id, f.worker_id
+), tally AS (  -- the rollups (see 0015_tallies.sql): one row per queue and state reached
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'job', f.queue, f.state, date_trunc('minute', now()), count(*)
+    FROM finished f
+    GROUP BY f.queue, f.state
 ), audit AS (
     -- success and retry are recorded by the execution row; only these need an event
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
@@ -235,7 +240,13 @@ WITH target AS (
         finished_at = CASE WHEN t.state = 'RUNNING' THEN j.finished_at ELSE now() END
     FROM target t
     WHERE j.id = t.id AND t.state IN ('PENDING', 'FAILED', 'RUNNING')
-    RETURNING j.id, j.state
+    RETURNING j.id, j.queue, j.state
+), tally AS (  -- the rollups (see 0015_tallies.sql): one row per queue and state reached
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'job', c.queue, c.state, date_trunc('minute', now()), count(*)
+    FROM changed c
+    WHERE c.state = 'CANCELLED'
+    GROUP BY c.queue, c.state
 ), audit AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
     SELECT %(actor)s,
@@ -270,6 +281,12 @@ WITH target AS (
     FROM target t
     WHERE j.id = t.id AND t.state IN ('DEAD_LETTER', 'FAILED')
     RETURNING j.id, j.state, j.queue, j.max_attempts
+), tally AS (  -- a dead letter leaves DEAD_LETTER (FAILED is live: not tallied as a state held)
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'job', c.queue, 'DEAD_LETTER', date_trunc('minute', now()), -count(*)
+    FROM changed c JOIN target t ON t.id = c.id
+    WHERE t.state = 'DEAD_LETTER'
+    GROUP BY c.queue
 ), audit AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
     SELECT %(actor)s, 'job.retried', 'job', c.id::text,
@@ -319,11 +336,6 @@ CROSS JOIN LATERAL (
 ) s
 ORDER BY p.id DESC;
 
--- name: job_count_by_queue_state
--- Metrics: jobs by queue and state (a full count; retention keeps the table the size of the
--- recent work).
-SELECT queue, state, count(*) AS n FROM {schema}.jobs GROUP BY queue, state ORDER BY 1, 2;
-
 -- name: job_prune_finished
 -- Retention: delete jobs that finished before their window, with their executions, a batch
 -- at a time. PENDING, FAILED (awaiting retry) and RUNNING jobs are never touched. SKIP
@@ -344,14 +356,21 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 ), executions_gone AS (
     DELETE FROM {schema}.executions WHERE job_id = ANY(ARRAY(SELECT id FROM doomed))
+), gone AS (
+    DELETE FROM {schema}.jobs WHERE id = ANY(ARRAY(SELECT id FROM doomed))
+    RETURNING id, queue, state
+), tally AS (  -- the rows leave the states they held
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'job', g.queue, g.state, date_trunc('minute', now()), -count(*)
+    FROM gone g
+    GROUP BY g.queue, g.state
 )
-DELETE FROM {schema}.jobs WHERE id = ANY(ARRAY(SELECT id FROM doomed))
-RETURNING id;
+SELECT id FROM gone;
 
 -- name: job_tables_vacuum
 -- Run outside a transaction (VACUUM refuses one): reclaims the dead rows every job update
 -- leaves behind, where the server's autovacuum does not.
-VACUUM (ANALYZE) {schema}.jobs, {schema}.executions;
+VACUUM (ANALYZE) {schema}.jobs, {schema}.executions, {schema}.tallies, {schema}.tally_totals;
 
 -- name: job_progress_many
 -- Store what running handlers reported of their progress, one statement per batch (a JSON

@@ -1,24 +1,55 @@
 -- Statements on queues: what operators see of them, and their pause switch.
 
 -- name: queue_stats
--- Per queue: jobs by state, the age of the oldest runnable job, and jobs finished in the last
--- %(window)s seconds. A queue is listed while it holds jobs or has a stored pause state.
-WITH counts AS (
-    SELECT queue,
-           count(*) FILTER (WHERE state = 'PENDING') AS pending,
-           count(*) FILTER (WHERE state = 'RUNNING') AS running,
-           count(*) FILTER (WHERE state = 'FAILED') AS failed,
-           count(*) FILTER (WHERE state = 'SUCCEEDED') AS succeeded,
-           count(*) FILTER (WHERE state = 'CANCELLED') AS cancelled,
-           count(*) FILTER (WHERE state = 'DEAD_LETTER') AS dead_letter,
-           extract(epoch FROM now() - min(run_at) FILTER (
-               WHERE state IN ('PENDING', 'FAILED') AND run_at <= now())) AS oldest_pending_seconds,
-           count(*) FILTER (
-               WHERE finished_at >= now() - make_interval(secs => %(window)s)) AS finished_recently
+-- Per queue: jobs by state, the age of the oldest runnable job, and jobs that reached a final
+-- state in the current minute and the ones before it back to %(window)s seconds. A queue is
+-- listed while it holds jobs or has a stored pause state. Costs what the live work costs,
+-- not the history: PENDING and FAILED are counted through jobs_runnable_idx (which holds
+-- only them), RUNNING through the live executions (executions_one_live_idx), the final
+-- states and the recent ones from the rollups (see 0015_tallies.sql: folded rows plus the
+-- tallies not folded yet, read in one snapshot).
+WITH unfolded AS MATERIALIZED (
+    SELECT name, state, minute, delta FROM {schema}.tallies
+    WHERE subject = 'job' AND state <> 'FAILED'
+), since AS (
+    SELECT date_trunc('minute', now()) - make_interval(secs => %(window)s - 60) AS minute
+), parts AS (
+    SELECT queue AS name, state, count(*) AS n,
+           min(run_at) FILTER (WHERE run_at <= now()) AS oldest_due, 0 AS recent
     FROM {schema}.jobs
-    GROUP BY queue
+    WHERE state IN ('PENDING', 'FAILED')
+    GROUP BY queue, state
+    UNION ALL
+    SELECT j.queue, 'RUNNING', count(*), NULL, 0
+    FROM {schema}.executions e
+    JOIN {schema}.jobs j ON j.id = e.job_id
+    WHERE e.state = 'RUNNING'
+    GROUP BY j.queue
+    UNION ALL
+    SELECT name, state, n, NULL, 0 FROM {schema}.tally_totals WHERE subject = 'job'
+    UNION ALL
+    SELECT name, state, delta, NULL, 0 FROM unfolded
+    UNION ALL
+    SELECT name, state, 0, NULL, n FROM {schema}.tally_minutes
+    WHERE subject = 'job' AND state <> 'FAILED' AND minute >= (SELECT minute FROM since)
+    UNION ALL
+    SELECT name, state, 0, NULL, delta FROM unfolded
+    WHERE delta > 0 AND minute >= (SELECT minute FROM since)
+), counts AS (
+    SELECT name,
+           coalesce(sum(n) FILTER (WHERE state = 'PENDING'), 0)::bigint AS pending,
+           coalesce(sum(n) FILTER (WHERE state = 'RUNNING'), 0)::bigint AS running,
+           coalesce(sum(n) FILTER (WHERE state = 'FAILED'), 0)::bigint AS failed,
+           coalesce(sum(n) FILTER (WHERE state = 'SUCCEEDED'), 0)::bigint AS succeeded,
+           coalesce(sum(n) FILTER (WHERE state = 'CANCELLED'), 0)::bigint AS cancelled,
+           coalesce(sum(n) FILTER (WHERE state = 'DEAD_LETTER'), 0)::bigint AS dead_letter,
+           extract(epoch FROM now() - min(oldest_due))::float8 AS oldest_pending_seconds,
+           sum(recent)::bigint AS finished_recently
+    FROM parts
+    GROUP BY name
+    HAVING sum(n) > 0
 )
-SELECT coalesce(c.queue, q.name) AS name,
+SELECT coalesce(c.name, q.name) AS name,
        coalesce(q.paused, false) AS paused,
        coalesce(c.pending, 0) AS pending, coalesce(c.running, 0) AS running,
        coalesce(c.failed, 0) AS failed, coalesce(c.succeeded, 0) AS succeeded,
@@ -26,7 +57,7 @@ SELECT coalesce(c.queue, q.name) AS name,
        c.oldest_pending_seconds,
        coalesce(c.finished_recently, 0) AS finished_recently
 FROM counts c
-FULL JOIN {schema}.queues q ON q.name = c.queue
+FULL JOIN {schema}.queues q ON q.name = c.name
 ORDER BY 1;
 
 -- name: queue_set_paused

@@ -32,5 +32,6 @@ DROP SCHEMA IF EXISTS {schema} CASCADE;
 
 -- name: scratch_truncate
 -- Between bench workloads, only after scratch_owner found the schema marked.
-TRUNCATE {schema}.audit_events, {schema}.executions, {schema}.jobs, {schema}.workers
+TRUNCATE {schema}.audit_events, {schema}.executions, {schema}.jobs, {schema}.workers,
+    {schema}.tallies, {schema}.tally_totals, {schema}.tally_minutes
     RESTART IDENTITY CASCADE;

@@ -38,7 +38,7 @@ WITH ready AS (
     ORDER BY coalesce(next_retry_at, process_after)
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-)
+), claimed AS (
 UPDATE {schema}.signals s
 SET status = CASE WHEN r.recovered AND s.retry_count >= s.max_retries THEN 'DEAD'
                   ELSE 'PROCESSING' END,
@@ -53,7 +53,14 @@ SET status = CASE WHEN r.recovered AND s.retry_count >= s.max_retries THEN 'DEAD
         ELSE s.error_message END
 FROM ready r
 WHERE s.id = r.id
-RETURNING s.*, r.recovered;
+RETURNING s.*, r.recovered
+), tally AS (  -- the rollups (see 0015_tallies.sql): signals that died here
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'signal', c.signal_type, 'DEAD', date_trunc('minute', now()), count(*)
+    FROM claimed c WHERE c.status = 'DEAD'
+    GROUP BY c.signal_type
+)
+SELECT * FROM claimed;
 
 -- name: signal_reactor_begin
 -- Start one reactor's delivery of one signal, inside the transaction that will also hold the
@@ -120,7 +127,7 @@ WITH delivery AS (
     SELECT string_agg(reactor_name || ': ' || coalesce(error_message, ''), '; '
                       ORDER BY reactor_name) AS summary
     FROM delivery WHERE status = 'DEAD'
-)
+), settled AS (
 UPDATE {schema}.signals s
 SET status = CASE WHEN f.n + r.n > 0 THEN 'PROCESSING' ELSE 'COMPLETED' END,
     next_retry_at = CASE WHEN r.n > 0 THEN now() ELSE f.next_retry_at END,
@@ -130,7 +137,13 @@ SET status = CASE WHEN f.n + r.n > 0 THEN 'PROCESSING' ELSE 'COMPLETED' END,
                          ELSE NULL END
 FROM failed f, replayed r, dead d
 WHERE s.id = %(signal_id)s AND s.status = 'PROCESSING'
-RETURNING s.status, s.next_retry_at, d.summary AS dead_reactors;
+RETURNING s.signal_type, s.status, s.next_retry_at, d.summary AS dead_reactors
+), tally AS (  -- the rollups (see 0015_tallies.sql)
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'signal', signal_type, 'COMPLETED', date_trunc('minute', now()), 1
+    FROM settled WHERE status = 'COMPLETED'
+)
+SELECT status, next_retry_at, dead_reactors FROM settled;
 
 -- name: signal_list
 -- Admin listing: every filter optional (NULL = not filtering), newest first, keyset pages.
@@ -162,11 +175,25 @@ ORDER BY reactor_name;
 SELECT EXISTS (SELECT 1 FROM {schema}.signals WHERE signal_type = %(signal_type)s) AS exists;
 
 -- name: signal_stats
--- Counts by status and type, with the oldest pending signal of each type.
+-- Counts by status and type. The live statuses are counted from their partial indexes, with
+-- the oldest signal of each type; COMPLETED and DEAD come from the rollups (see
+-- 0015_tallies.sql: folded totals plus what is not folded yet), so the read costs the same
+-- however many settled signals retention keeps.
 SELECT status, signal_type, count(*) AS n, min(created_at) AS oldest_created_at
-FROM {schema}.signals
+FROM {schema}.signals WHERE status = 'PENDING'
 GROUP BY status, signal_type
-ORDER BY status, signal_type;
+UNION ALL
+SELECT status, signal_type, count(*), min(created_at)
+FROM {schema}.signals WHERE status = 'PROCESSING'
+GROUP BY status, signal_type
+UNION ALL
+SELECT state, name, sum(n)::bigint, NULL::timestamptz
+FROM (SELECT name, state, n FROM {schema}.tally_totals WHERE subject = 'signal'
+      UNION ALL
+      SELECT name, state, delta FROM {schema}.tallies WHERE subject = 'signal') AS t
+GROUP BY state, name
+HAVING sum(n) > 0
+ORDER BY 1, 2;
 
 -- name: signal_stuck
 -- PROCESSING longer than %(older_than)s seconds with no retry scheduled: a hung reactor, or
@@ -197,6 +224,10 @@ WITH target AS (
     FROM target t
     WHERE s.id = t.id AND t.status = 'DEAD' AND NOT EXISTS (SELECT 1 FROM fresher)
     RETURNING s.id
+), tally AS (  -- it leaves DEAD (the rollups: see 0015_tallies.sql)
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'signal', t.signal_type, 'DEAD', date_trunc('minute', now()), -1
+    FROM reset, target t
 ), cleared AS (
     DELETE FROM {schema}.signal_reactor_status r USING reset
     WHERE r.signal_id = reset.id AND r.status <> 'COMPLETED'
@@ -214,7 +245,7 @@ FROM target t;
 -- PROCESSING (a PENDING one is left as it is: it will be processed anyway). Its other
 -- deliveries are untouched: completed reactors are not run again.
 WITH target AS (
-    SELECT r.id, r.status, s.status AS signal_status
+    SELECT r.id, r.status, s.status AS signal_status, s.signal_type
     FROM {schema}.signal_reactor_status r JOIN {schema}.signals s ON s.id = r.signal_id
     WHERE r.signal_id = %(signal_id)s AND r.reactor_name = %(reactor)s
     FOR UPDATE
@@ -229,6 +260,12 @@ WITH target AS (
     FROM target t
     WHERE s.id = %(signal_id)s AND t.signal_status <> 'PENDING'
       AND EXISTS (SELECT 1 FROM cleared)
+    RETURNING s.id
+), tally AS (  -- a settled signal leaves COMPLETED or DEAD (see 0015_tallies.sql)
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'signal', t.signal_type, t.signal_status, date_trunc('minute', now()), -1
+    FROM due, target t
+    WHERE t.signal_status IN ('COMPLETED', 'DEAD')
 ), audit AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
     SELECT %(actor)s, 'signal.delivery_retried', 'signal', %(signal_id)s::text,
@@ -240,7 +277,7 @@ SELECT t.status AS previous_status, EXISTS (SELECT 1 FROM cleared) AS reset FROM
 -- name: signal_cancel
 -- Operator cancel: a PENDING signal COMPLETED without processing.
 WITH target AS (
-    SELECT id, status FROM {schema}.signals WHERE id = %(signal_id)s FOR UPDATE
+    SELECT id, status, signal_type FROM {schema}.signals WHERE id = %(signal_id)s FOR UPDATE
 ), done AS (
     UPDATE {schema}.signals s
     SET status = 'COMPLETED', processed_at = now(),
@@ -248,6 +285,10 @@ WITH target AS (
     FROM target t
     WHERE s.id = t.id AND t.status = 'PENDING'
     RETURNING s.id
+), tally AS (  -- the rollups (see 0015_tallies.sql)
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'signal', t.signal_type, 'COMPLETED', date_trunc('minute', now()), 1
+    FROM done, target t
 ), audit AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
     SELECT %(actor)s, 'signal.cancelled', 'signal', done.id::text, '{}'::jsonb FROM done
@@ -257,15 +298,23 @@ SELECT t.status AS previous_status, EXISTS (SELECT 1 FROM done) AS cancelled FRO
 -- name: signal_purge
 -- Retention: COMPLETED and DEAD signals older than the window, a batch at a time (their
 -- deliveries cascade). PENDING and PROCESSING are never purged: an old one is a fault.
-DELETE FROM {schema}.signals
-WHERE id IN (
-    SELECT id FROM {schema}.signals
-    WHERE status IN ('COMPLETED', 'DEAD')
-      AND coalesce(processed_at, created_at) < now() - make_interval(secs => %(older_than)s)
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+WITH gone AS (
+    DELETE FROM {schema}.signals
+    WHERE id IN (
+        SELECT id FROM {schema}.signals
+        WHERE status IN ('COMPLETED', 'DEAD')
+          AND coalesce(processed_at, created_at) < now() - make_interval(secs => %(older_than)s)
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id, signal_type, status
+), tally AS (  -- the rows leave the states they held (see 0015_tallies.sql)
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'signal', signal_type, status, date_trunc('minute', now()), -count(*)
+    FROM gone
+    GROUP BY signal_type, status
 )
-RETURNING id;
+SELECT id FROM gone;
 
 -- name: sweep_run_start
 INSERT INTO {schema}.sweep_runs (reactor_name, holder, trigger, dry_run)

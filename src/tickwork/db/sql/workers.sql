@@ -60,3 +60,14 @@ WHERE id IN (
     LIMIT %(limit)s
 )
 RETURNING 1;
+
+-- name: worker_prune
+-- Records of workers not seen for the window (seconds; stopped, or killed without a stop),
+-- a batch at a time: the registry stays the size of the fleet, not of every start.
+DELETE FROM {schema}.workers
+WHERE id IN (
+    SELECT id FROM {schema}.workers
+    WHERE last_seen_at < now() - make_interval(secs => %(older_than)s)
+    LIMIT %(limit)s
+)
+RETURNING id;

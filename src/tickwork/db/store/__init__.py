@@ -23,6 +23,7 @@ from tickwork.db.store.queues import QueueStatements
 from tickwork.db.store.runner import AsyncConn, Conn, Row
 from tickwork.db.store.schedules import ScheduleStatements
 from tickwork.db.store.signals import SignalStatements
+from tickwork.db.store.tallies import TallyStatements
 from tickwork.db.store.workers import WorkerMetricStatements
 
 __all__ = ["AsyncConn", "Conn", "Row", "Store"]
@@ -41,6 +42,7 @@ class Store(
     QueueStatements,
     ScheduleStatements,
     SignalStatements,
+    TallyStatements,
     WorkerMetricStatements,
 ):
     """Every statement of one schema, as a typed method."""

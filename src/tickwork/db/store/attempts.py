@@ -74,10 +74,6 @@ class AttemptStatements(Runner):
         """Vacuum and analyse the job tables (``conn`` must not be in a transaction)."""
         await self._rows(conn, "job_tables_vacuum", {})
 
-    async def job_count_by_queue_state(self, conn: AsyncConn) -> list[Row]:
-        """Rows ``queue, state, n``: how many jobs each queue holds in each state."""
-        return await self._rows(conn, "job_count_by_queue_state", {})
-
     # -- executions.sql -------------------------------------------------------------------
 
     async def execution_reclaim_expired(

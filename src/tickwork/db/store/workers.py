@@ -1,4 +1,5 @@
-"""Statements of ``sql/workers.sql`` on the processes' CPU and memory samples."""
+"""Statements of ``sql/workers.sql`` on the processes' CPU and memory samples, and the
+pruning of old worker records."""
 
 from __future__ import annotations
 
@@ -53,3 +54,8 @@ class WorkerMetricStatements(Runner):
         """Delete up to ``limit`` samples older than ``older_than`` seconds; how many."""
         params = {"older_than": older_than, "limit": limit}
         return len(await self._rows(conn, "worker_metrics_prune", params))
+
+    async def worker_prune(self, conn: AsyncConn, *, older_than: float, limit: int) -> int:
+        """Delete up to ``limit`` worker records not seen for ``older_than`` seconds."""
+        params = {"older_than": older_than, "limit": limit}
+        return len(await self._rows(conn, "worker_prune", params))
