@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from tickwork import App, FixedBackoff, JobState
+from tickwork.auth import Role as UserRole
 from tickwork.ops import metrics
 from tickwork.ops.rollups import Rollups, recount
 from tickwork.queue import admin
@@ -20,6 +21,8 @@ from tickwork.queue.retention import Retention
 from tickwork.services.leases import Role
 from tickwork.signals import Reactor, ReactorContext, Signal
 from tickwork.signals import admin as signal_admin
+
+from .api_support import start_api
 
 STATES = ("pending", "running", "failed", "succeeded", "cancelled", "dead_letter")
 
@@ -306,3 +309,49 @@ async def test_throughput_buckets_the_minutes(app: App, bucket: str) -> None:
         [only] = found["buckets"]
         assert (only["queue"], only["succeeded"]) == ("tp", 4)
     assert (await admin.throughput(pool, app.db.store, queue="other"))["buckets"] == []
+
+
+async def test_the_api_counts_a_listing_only_when_asked_and_caps_the_count(
+    app: App, sql: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @app.task(queue="counted", max_attempts=1)
+    def ok() -> None:
+        pass
+
+    app.enqueue_many([ok.spec() for _ in range(12)])
+    async for api in start_api(app):
+        viewer = api.headers(UserRole.VIEWER)
+        page = (await api.client.get("/api/jobs?limit=5", headers=viewer)).json()
+        assert page["total"] is None and len(page["items"]) == 5
+        counted = await api.client.get("/api/jobs?limit=5&count=true", headers=viewer)
+        assert counted.json()["total"] == {"count": 12, "capped": False}
+        monkeypatch.setattr(admin, "MAX_COUNT", 10)
+        capped = await api.client.get("/api/jobs?count=true&queue=counted", headers=viewer)
+        assert capped.json()["total"] == {"count": 10, "capped": True}
+        none = await api.client.get("/api/jobs?count=true&queue=elsewhere", headers=viewer)
+        assert none.json() == {
+            "items": [],
+            "next_cursor": None,
+            "total": {"count": 0, "capped": False},
+        }
+        bad = await api.client.get("/api/jobs?count=maybe", headers=viewer)
+        assert bad.status_code == 400 and "count" in bad.text
+
+        async with app.worker(queues=["counted"], concurrency=20) as worker:
+            await worker.run_once()
+        chart = await api.client.get(
+            "/api/queues/throughput?bucket=minute&queue=counted", headers=viewer
+        )
+        assert chart.status_code == 200, chart.text
+        assert chart.json()["succeeded"] == 12 and chart.json()["queue"] == "counted"
+        for query, field in (
+            ("bucket=week", "bucket"),
+            ("from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z", "to"),
+            ("from=2020-01-01T00:00:00Z&bucket=minute", "from"),  # too many buckets
+            ("queue=" + "q" * 300, "queue"),
+        ):
+            refused = await api.client.get(f"/api/queues/throughput?{query}", headers=viewer)
+            assert refused.status_code == 400, (query, refused.text)
+            assert field in refused.text
+        anonymous = await api.client.get("/api/queues/throughput")
+        assert anonymous.status_code == 401

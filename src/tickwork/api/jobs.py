@@ -52,8 +52,13 @@ async def list_jobs(
     finished_to: Instant | None = None,
     limit: Annotated[int, Query(ge=1, le=admin.MAX_PAGE)] = admin.DEFAULT_PAGE,
     before_id: CursorQuery = None,
+    count: Annotated[
+        bool, Query(description="also count the matches, up to 10,000 (`total`)")
+    ] = False,
 ) -> admin.Page:
-    """Jobs, newest first. Unknown filter values are refused (400), never ignored."""
+    """Jobs, newest first. Unknown filter values are refused (400), never ignored. With
+    ``count=true`` the page carries ``total``: how many jobs match, exact up to 10,000, else
+    ``capped`` (a count reads every match, so it is made only when asked)."""
     where = JobFilter.parse(
         state=state,
         queue=queue,
@@ -64,7 +69,9 @@ async def list_jobs(
         finished_from=finished_from,
         finished_to=finished_to,
     )
-    return await admin.list_jobs(svc.pool, svc.store, where, limit=limit, before_id=before_id)
+    return await admin.list_jobs(
+        svc.pool, svc.store, where, limit=limit, before_id=before_id, count=count
+    )
 
 
 NO_SUCH_TASK = (

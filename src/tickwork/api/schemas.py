@@ -203,9 +203,15 @@ class JobDetailOut(JobOut):
     executions: list[Execution]
 
 
+class TotalOut(Model):
+    count: int = Field(description="jobs that match; exact unless capped")
+    capped: bool = Field(description="true: more than count match (shown as 10,000+)")
+
+
 class JobPage(Model):
     items: list[JobOut]
     next_cursor: int | None = Field(description="before_id of the next page; null on the last")
+    total: TotalOut | None = Field(None, description="with count=true only")
 
 
 class EnqueueIn(Request):

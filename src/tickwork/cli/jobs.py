@@ -70,6 +70,12 @@ def jobs_list(
     before_id: Annotated[
         int | None, typer.Option("--before-id", help="Only jobs older than this id (next page).")
     ] = None,
+    count: Annotated[
+        bool,
+        typer.Option(
+            "--count", help=f"Also count the matches (up to {admin.MAX_COUNT:,}; reads them all)."
+        ),
+    ] = False,
     as_json: JsonOption = False,
     app: AppOption = None,
 ) -> None:
@@ -80,7 +86,7 @@ def jobs_list(
     page = run_with_pool(
         app,
         lambda the_app, pool: admin.list_jobs(
-            pool, the_app.db.store, where, limit=limit, before_id=before_id
+            pool, the_app.db.store, where, limit=limit, before_id=before_id, count=count
         ),
     )
     if as_json:
@@ -102,6 +108,8 @@ def jobs_list(
             for j in page.items
         ),
     )
+    if page.total is not None:
+        typer.echo(f"{page.total.count:,}{'+' if page.total.capped else ''} jobs match")
     if page.next_cursor is not None:
         typer.echo(f"more: --before-id {page.next_cursor}")
 

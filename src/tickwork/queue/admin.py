@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.driver_errors import retrying_deadlocks_async
 from tickwork.db.store import AsyncConn, Row, Store
+from tickwork.db.store.jobs import JobListFilters
 from tickwork.errors import EnqueueError, InvalidInput, JobNotFoundError, JobStateError
 from tickwork.limits import LISTING_VALUE_BYTES
 from tickwork.queue import rows as decode
@@ -34,6 +35,9 @@ MAX_PAGE = 500
 DEFAULT_PAGE = 50
 MAX_BULK = 10_000
 """Jobs one bulk retry or cancel may touch; narrow the filter for more."""
+MAX_COUNT = MAX_BULK
+"""A listing's count stops here ("10,000+"): what one bulk action may take is what is worth
+counting exactly, and a count over the history costs what it reads."""
 THROUGHPUT_WINDOW = 300.0
 """Seconds over which a queue's recent throughput is counted."""
 log = logging.getLogger("tickwork.queue")
@@ -67,6 +71,19 @@ class JobFilter:
     finished_to: datetime | None = None
     """Finished before."""
 
+    def statement_filters(self, schedule_id: int | None) -> JobListFilters:
+        """What the listing statements select on (the schedule by its id)."""
+        return JobListFilters(
+            states=[s.value for s in self.states] if self.states else None,
+            queue=self.queue,
+            task=self.task,
+            schedule_id=schedule_id,
+            created_from=self.created_from,
+            created_to=self.created_to,
+            finished_from=self.finished_from,
+            finished_to=self.finished_to,
+        )
+
     @classmethod
     def parse(
         cls,
@@ -98,6 +115,16 @@ class Page:
     items: list[Any]
     next_cursor: int | None
     """Pass as ``before_id`` for the next page; None on the last page."""
+    total: Total | None = None
+    """How many match in all, when the listing was asked to count."""
+
+
+@dataclass(frozen=True, slots=True)
+class Total:
+    """A bounded count: ``count`` exact unless ``capped`` (then more than ``count`` match)."""
+
+    count: int
+    capped: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,14 +285,7 @@ async def _job_list(
     async with pool.connection() as conn:
         return await store.job_list(
             conn,
-            states=[s.value for s in where.states] if where.states else None,
-            queue=where.queue,
-            task=where.task,
-            schedule_id=schedule_id,
-            created_from=where.created_from,
-            created_to=where.created_to,
-            finished_from=where.finished_from,
-            finished_to=where.finished_to,
+            filters=where.statement_filters(schedule_id),
             before_id=before_id,
             limit=limit,
             value_cap=value_cap,
@@ -279,13 +299,23 @@ async def list_jobs(
     *,
     limit: int = DEFAULT_PAGE,
     before_id: int | None = None,
+    count: bool = False,
 ) -> Page:
-    """Jobs matching ``where``, newest first, a page at a time."""
+    """Jobs matching ``where``, newest first, a page at a time; with ``count``, how many
+    match in all, counted up to :data:`MAX_COUNT` (``total``; the one read of the history a
+    listing makes, so only when asked)."""
     schedule_id = None
     if where.schedule is not None:
         schedule_id = await _schedule_id(pool, store, where.schedule)
         if schedule_id is None:  # a schedule that does not exist: nothing can match
-            return Page([], None)
+            return Page([], None, Total(0, False) if count else None)
+    total = None
+    if count:
+        async with pool.connection() as conn:
+            n = await store.job_count(
+                conn, filters=where.statement_filters(schedule_id), cap=MAX_COUNT
+            )
+        total = Total(min(n, MAX_COUNT), n > MAX_COUNT)
     found = await _job_list(
         pool,
         store,
@@ -296,7 +326,7 @@ async def list_jobs(
         value_cap=LISTING_VALUE_BYTES,
     )
     jobs = [decode.servable(decode.job(r)) for r in found]
-    return Page(jobs, jobs[-1].id if len(jobs) == limit else None)
+    return Page(jobs, jobs[-1].id if len(jobs) == limit else None, total)
 
 
 async def bulk(

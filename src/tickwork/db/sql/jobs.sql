@@ -336,6 +336,25 @@ CROSS JOIN LATERAL (
 ) s
 ORDER BY p.id DESC;
 
+-- name: job_count
+-- How many jobs job_list's filters select (the same filters, the same NULL = not filtering),
+-- counted up to %(cap)s + 1 at most: the one read of the history a listing makes, made only
+-- when asked for and bounded, so a filter matching millions costs what %(cap)s rows cost.
+SELECT count(*) AS n
+FROM (
+    SELECT 1
+    FROM {schema}.jobs j
+    WHERE (%(states)s::text[] IS NULL OR j.state = ANY(%(states)s::text[]))
+      AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+      AND (%(task)s::text IS NULL OR j.task = %(task)s)
+      AND (%(schedule_id)s::bigint IS NULL OR j.schedule_id = %(schedule_id)s)
+      AND (%(created_from)s::timestamptz IS NULL OR j.created_at >= %(created_from)s)
+      AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
+      AND (%(finished_from)s::timestamptz IS NULL OR j.finished_at >= %(finished_from)s)
+      AND (%(finished_to)s::timestamptz IS NULL OR j.finished_at < %(finished_to)s)
+    LIMIT %(cap)s + 1
+) AS matched;
+
 -- name: job_prune_finished
 -- Retention: delete jobs that finished before their window, with their executions, a batch
 -- at a time. PENDING, FAILED (awaiting retry) and RUNNING jobs are never touched. SKIP

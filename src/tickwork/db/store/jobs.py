@@ -4,7 +4,7 @@ operators read them)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -72,6 +72,20 @@ def _insert_many_params(jobs: Sequence[JobRow], args: str) -> dict[str, Any]:
     return params
 
 
+@dataclass(frozen=True, slots=True)
+class JobListFilters:
+    """What ``job_list`` and ``job_count`` select on; None: not filtering on it."""
+
+    states: list[str] | None
+    queue: str | None
+    task: str | None
+    schedule_id: int | None
+    created_from: datetime | None
+    created_to: datetime | None
+    finished_from: datetime | None
+    finished_to: datetime | None
+
+
 class JobStatements(Runner):
     """One method per statement of ``sql/jobs.sql``."""
 
@@ -114,38 +128,21 @@ class JobStatements(Runner):
         self,
         conn: AsyncConn,
         *,
-        states: Sequence[str] | None,
-        queue: str | None,
-        task: str | None,
-        schedule_id: int | None,
-        created_from: datetime | None,
-        created_to: datetime | None,
-        finished_from: datetime | None,
-        finished_to: datetime | None,
+        filters: JobListFilters,
         before_id: int | None,
         limit: int,
         value_cap: int,
     ) -> list[Row]:
-        """Up to ``limit`` jobs the filters select (None: not filtering), newest first, older
-        than ``before_id``; arguments and results over ``value_cap`` bytes of JSON left out
-        (NULL, named in ``omitted``)."""
-        return await self._rows(
-            conn,
-            "job_list",
-            {
-                "states": None if states is None else list(states),
-                "queue": queue,
-                "task": task,
-                "schedule_id": schedule_id,
-                "created_from": created_from,
-                "created_to": created_to,
-                "finished_from": finished_from,
-                "finished_to": finished_to,
-                "before_id": before_id,
-                "limit": limit,
-                "value_cap": value_cap,
-            },
-        )
+        """Up to ``limit`` jobs the filters select, newest first, older than ``before_id``;
+        arguments and results over ``value_cap`` bytes of JSON left out (NULL, named in
+        ``omitted``)."""
+        params = asdict(filters) | {"before_id": before_id, "limit": limit, "value_cap": value_cap}
+        return await self._rows(conn, "job_list", params)
+
+    async def job_count(self, conn: AsyncConn, *, filters: JobListFilters, cap: int) -> int:
+        """How many jobs the filters select, counted up to ``cap + 1`` at most."""
+        found = await self._rows(conn, "job_count", asdict(filters) | {"cap": cap})
+        return int(found[0]["n"])
 
     async def execution_list_for_job(self, conn: AsyncConn, *, job_id: int) -> list[Row]:
         """Every attempt (execution row) of one job, oldest first."""
