@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tickwork.runtimes",
             "tickwork.queue.retention",
             "tickwork.queue.watchdog",
+            "tickwork.ops.rollups",
             "tickwork.schedule.scheduler",
             "tickwork.signals.base",
             "tickwork.signals.processor",

@@ -56,7 +56,9 @@ async def recount(pool: AsyncConnectionPool[Any], store: Store) -> int:
     """Make the totals of finished work again from the jobs and signals tables: a full count,
     for after states were written by hand (SQL that bypasses tickwork's statements is not
     tallied). New tallies wait for it. How many finished jobs and settled signals it found."""
-    async with pool.connection() as conn:
+    async with pool.connection() as conn, conn.transaction():
+        await store.tally_recount_lock(conn)  # first: see tally_recount_lock
+        await store.tally_recount_clear(conn)
         counted = await store.tally_recount(conn)
     log.info("recounted finished work", extra={"counted": counted})
     return counted

@@ -34,11 +34,16 @@ class TallyStatements(Runner):
         params = {"subject": subject, "name": name, "start": start, "end": end, "step": step}
         return await self._rows(conn, "tally_throughput", params)
 
+    async def tally_recount_lock(self, conn: AsyncConn) -> None:
+        """Hold new tallies back until the transaction ends (a recount runs in it)."""
+        await self._rows(conn, "tally_recount_lock", {})
+
+    async def tally_recount_clear(self, conn: AsyncConn) -> None:
+        """Drop the tallies and the totals (a recount makes the totals again)."""
+        await self._rows(conn, "tally_recount_clear", {})
+
     async def tally_recount(self, conn: AsyncConn) -> int:
-        """Make the totals again from the tables (a full count), in one transaction that
-        holds new tallies back meanwhile; how many jobs and signals they count."""
-        async with conn.transaction():
-            await self._rows(conn, "tally_recount_lock", {})
-            await self._rows(conn, "tally_recount_clear", {})
-            found = await self._rows(conn, "tally_recount", {})
+        """Make the totals from the tables (a full count); how many jobs and signals they
+        count. Run after the lock and the clear, in their transaction."""
+        found = await self._rows(conn, "tally_recount", {})
         return sum(int(r["n"]) for r in found)
