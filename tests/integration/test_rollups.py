@@ -135,8 +135,9 @@ async def test_job_rollups_add_up_after_every_kind_of_change(
 async def test_rollups_stay_exact_while_workers_and_folds_run_at_once(
     app: App, sql: psycopg.Connection[Any], database_url: str, schema: str
 ) -> None:
-    """Two workers (each its own pool) complete jobs while two rollup passes fold in a loop:
-    no tally is lost or folded twice."""
+    """Two workers (each its own pool) complete jobs while two rollup passes fold and a
+    recount counts the tables again, each in a loop: no tally is lost, folded twice or
+    counted twice."""
 
     @app.task(queue="busy", max_attempts=1)
     def tick(n: int) -> None:
@@ -161,10 +162,21 @@ async def test_rollups_stay_exact_while_workers_and_folds_run_at_once(
             while (await worker.run_once()).claimed:
                 pass
 
+    async def recount_meanwhile() -> int:
+        pool = await app.db.async_pool()
+        done = 0
+        while not stop.is_set():
+            await recount(pool, app.db.store)  # holds new tallies back while it counts
+            done += 1
+            await asyncio.sleep(0)
+        return done
+
     folds = [asyncio.create_task(fold(app)), asyncio.create_task(fold(other))]
+    recounts = asyncio.create_task(recount_meanwhile())
     await asyncio.gather(drain(app), drain(other))
     stop.set()
     await asyncio.gather(*folds)
+    assert await recounts >= 1
     await other.aclose()
     truth = job_truth(sql)
     assert truth["busy"]["succeeded"] + truth["busy"]["dead_letter"] == 2000

@@ -58,6 +58,8 @@ async def recount(pool: AsyncConnectionPool[Any], store: Store) -> int:
     tallied). New tallies wait for it. How many finished jobs and settled signals it found."""
     async with pool.connection() as conn, conn.transaction():
         await store.tally_recount_lock(conn)  # first: see tally_recount_lock
+        while await store.tally_fold(conn, limit=ROLLUP_BATCH) == ROLLUP_BATCH:
+            pass  # the arrivals kept in the minutes
         await store.tally_recount_clear(conn)
         counted = await store.tally_recount(conn)
     log.info("recounted finished work", extra={"counted": counted})

@@ -60,17 +60,17 @@ GROUP BY 1, 2, 3
 ORDER BY 1, 2, 3;
 
 -- name: tally_recount_lock
--- Recount (tally_recount_clear, tally_recount): the totals made again from the tables, for
--- states written by hand. First, in the same transaction, wait for every statement that
--- appended or folds tallies to commit, and hold new ones back until the recount commits
--- (each appends in the statement that changes the rows): so a change is either in the
--- recount's snapshot or tallied after it, never both or neither.
+-- Recount (tally_fold, tally_recount_clear, tally_recount): the totals made again from the
+-- tables, for states written by hand. First, in the same transaction, wait for every
+-- statement that appended or folds tallies to commit, and hold new ones back until the
+-- recount commits (each appends in the statement that changes the rows, and takes its
+-- lock on tallies before it changes any): so a change is either in the recount's snapshot
+-- or tallied after it, never both or neither.
 LOCK TABLE {schema}.tallies IN SHARE ROW EXCLUSIVE MODE;
 
 -- name: tally_recount_clear
-WITH tallies_gone AS (
-    DELETE FROM {schema}.tallies
-)
+-- After the lock and a fold of every tally (their arrivals stay in the minutes; the lock
+-- leaves none to another fold), the totals go, to be made again by tally_recount.
 DELETE FROM {schema}.tally_totals;
 
 -- name: tally_recount

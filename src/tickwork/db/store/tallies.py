@@ -39,7 +39,7 @@ class TallyStatements(Runner):
         await self._rows(conn, "tally_recount_lock", {})
 
     async def tally_recount_clear(self, conn: AsyncConn) -> None:
-        """Drop the tallies and the totals (a recount makes the totals again)."""
+        """Drop the totals (a recount makes them again, after folding every tally)."""
         await self._rows(conn, "tally_recount_clear", {})
 
     async def tally_recount(self, conn: AsyncConn) -> int:
