@@ -67,15 +67,6 @@ async def test_the_docs_page_loads_every_file_from_this_api(api: Api) -> None:
     assert posted.status_code == 401  # refused before its body is read, as on any route
 
 
-async def test_the_root_sends_a_browser_to_the_docs(api: Api) -> None:
-    answer = await api.client.get("/")
-    assert answer.status_code == 307
-    assert answer.headers["location"] == "/api/docs"  # a path: no Host header echoed
-    followed = await api.client.get("/", follow_redirects=True)
-    assert followed.status_code == 200
-    assert followed.headers["content-type"].startswith("text/html")
-
-
 def test_a_route_left_out_of_the_openapi_document_still_needs_a_role(api: Api) -> None:
     @api.api.get("/api/hidden", include_in_schema=False)
     async def hidden_route() -> None:

@@ -2,7 +2,7 @@
 
 ``create_api(app, auth, pool)`` builds the ASGI application; ``tickwork serve`` runs it.
 OpenAPI is at ``/api/openapi.json``, interactive docs at ``/api/docs`` (served with their
-assets by :mod:`tickwork.api.docs`, no CDN); ``/`` sends a browser to the docs.
+assets by :mod:`tickwork.api.docs`, no CDN); the dashboard at ``/`` (:mod:`tickwork.web`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI
 
+from tickwork import web
 from tickwork.api import definitions, docs, identity, jobs, schedules, system, webhooks
 from tickwork.api import signals as signal_routes
 from tickwork.api.contract import declare
@@ -113,6 +114,7 @@ def _api(
         api.include_router(router)
     if openapi_url is not None:
         docs.install(api)
+        web.install(api)  # last: its catch-all answers the GETs no other route takes
     install(api)
     check_table(api, only)
     api.add_middleware(

@@ -1,4 +1,4 @@
-"""The interactive API docs (Swagger UI) at ``/api/docs``, and ``/``.
+"""The interactive API docs (Swagger UI) at ``/api/docs``.
 
 Swagger UI's script, stylesheet and icon are served from the installed ``fastapi-offline``
 package (its copy of swagger-ui-dist) instead of a CDN, so the page works on a machine with
@@ -12,7 +12,7 @@ from importlib import resources
 
 from fastapi import FastAPI, Request, Response
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse
 
 from tickwork.errors import NotFoundError
 
@@ -36,17 +36,10 @@ def install(api: FastAPI) -> None:
     (not through a router: the route table's check finds a route the document leaves out
     only there)."""
     for path, endpoint in (
-        ("/", root),
         (DOCS_PATH, docs),
         (ASSETS_PATH + "/{name}", asset),
     ):
         api.add_api_route(path, endpoint, methods=["GET"], include_in_schema=False)
-
-
-async def root(request: Request) -> RedirectResponse:
-    """Until the dashboard is served here, a browser at the root is sent to the API docs."""
-    # a path, not a URL: a full URL would name the Host header the client sent
-    return RedirectResponse(_prefix(request) + DOCS_PATH, status_code=307)
 
 
 async def docs(request: Request) -> HTMLResponse:

@@ -423,6 +423,12 @@ class HealthOut(Model):
     status: Literal["ok"]
 
 
+class RouteRoleOut(Model):
+    method: str
+    path: str = Field(description="as the OpenAPI document writes it, placeholders included")
+    role: Literal["VIEWER", "OPERATOR", "ADMIN"] | None = Field(description="null: public")
+
+
 class ReadyOut(Model):
     status: Literal["ready"]
     schema_version: int

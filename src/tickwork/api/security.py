@@ -90,6 +90,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/workers"): VIEWER,
     ("GET", "/api/workers/metrics"): VIEWER,
     ("GET", "/api/leaders"): VIEWER,
+    ("GET", "/api/health"): VIEWER,
+    ("GET", "/api/routes"): VIEWER,
     ("GET", "/api/audit"): OPERATOR,
     # administration
     ("GET", "/api/users"): ADMIN,
@@ -128,6 +130,8 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/docs"): PUBLIC,
     ("GET", "/api/docs/assets/{name}"): PUBLIC,
     ("GET", "/"): PUBLIC,
+    ("GET", "/assets/{name}"): PUBLIC,
+    ("GET", "/{path:path}"): PUBLIC,
 }
 
 

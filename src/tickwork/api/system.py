@@ -15,16 +15,18 @@ from tickwork.api.schemas import (
     HealthOut,
     Instant,
     ReadyOut,
+    RouteRoleOut,
     SamplePage,
     SettingIn,
     VariableIn,
 )
-from tickwork.api.security import Services, caller, services
+from tickwork.api.security import ROUTE_ROLES, Services, caller, services
 from tickwork.auth import Principal
 from tickwork.db.driver_errors import translating
 from tickwork.errors import DatabaseError, DatabaseUnavailable
 from tickwork.ops import appconfig, samples
 from tickwork.ops.audit import AuditFilter, list_events
+from tickwork.ops.health import Health, check
 from tickwork.ops.metrics import render
 from tickwork.queue import admin
 from tickwork.services.leases import leaders
@@ -70,6 +72,25 @@ async def worker_metrics(
         limit=limit,
     )
     return {"items": items, "next_before_id": cursor}
+
+
+@router.get("/api/health", response_model=Health, tags=["operations"])
+async def health(svc: Svc) -> Health:
+    """The ``tickwork doctor`` report: table sizes and dead rows, what holds back vacuum,
+    jobs no live worker claims, and the warnings drawn from them."""
+    async with svc.pool.connection() as conn:
+        return await check(conn, svc.store)
+
+
+@router.get("/api/routes", response_model=list[RouteRoleOut], tags=["me"])
+async def route_roles() -> list[dict[str, Any]]:
+    """Every route of this API with the least role that may call it (null: public): the
+    table every request is checked against, so a client (the dashboard) can leave out what
+    the caller's role would be refused."""
+    return [
+        {"method": method, "path": path, "role": None if role is None else role.name}
+        for (method, path), role in sorted(ROUTE_ROLES.items())
+    ]
 
 
 @router.get("/api/leaders", response_model=list[Leader], tags=["cluster"])

@@ -1,0 +1,114 @@
+"""The dashboard: the single-page app of ``ui/``, built into ``web/dist`` (committed, and
+checked against its sources in CI), served by every full API at ``/``.
+
+- ``/assets/<name>``: the built files. Their names carry a hash of their content, so a
+  browser may keep them for a year without asking again (``immutable``).
+- Every other ``GET`` outside ``/api/`` (``/``, ``/jobs/42``, ...): ``index.html``, which
+  the app's router turns into the page; never cached without asking (``no-cache``), so a
+  new release is picked up at the next load.
+- Every page carries a Content-Security-Policy that lets it load and connect to this
+  server only: no inline script or style, no other origin, no framing.
+
+Nothing here needs Node.js: ``pip install`` ships the built files.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+
+from fastapi import FastAPI, Request, Response
+
+from tickwork.errors import NotFoundError
+
+DIST_PACKAGE = "tickwork.web"
+ASSET_CACHE = "public, max-age=31536000, immutable"
+PAGE_CACHE = "no-cache"
+CSP = "; ".join(
+    (
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    )
+)
+"""What a dashboard page may load: its own files and its own API, nothing inline."""
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+MEDIA_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+    ".ico": "image/x-icon",
+    ".woff2": "font/woff2",
+}
+NOT_PAGES = ("api/", "assets/")
+"""Paths under these are never the app's pages: an unknown one is a 404, not index.html."""
+NOT_BUILT = (
+    b"<!doctype html><title>tickwork</title><p>The dashboard is not built in this copy of"
+    b" tickwork: run <code>npm ci &amp;&amp; npm run build</code> in <code>ui/</code>, or"
+    b" install a release. The API is at <a href='/api/docs'>/api/docs</a>.</p>"
+)
+
+
+def install(api: FastAPI) -> None:
+    """Add the dashboard's routes, public and left out of the OpenAPI document, after every
+    other route (the last one answers any other GET path with the app's page)."""
+    api.add_api_route("/assets/{name}", asset, methods=["GET"], include_in_schema=False)
+    api.add_api_route("/", page, methods=["GET"], include_in_schema=False)
+    api.add_api_route("/{path:path}", page, methods=["GET"], include_in_schema=False)
+
+
+def _dist() -> Traversable:
+    return resources.files(DIST_PACKAGE).joinpath("dist")
+
+
+@cache
+def _asset(name: str) -> bytes | None:
+    if "/" in name or "\\" in name or name.startswith("."):
+        return None
+    found = _dist().joinpath("assets", name)
+    return found.read_bytes() if found.is_file() else None
+
+
+@cache
+def _index() -> bytes | None:
+    found = _dist().joinpath("index.html")
+    return found.read_bytes() if found.is_file() else None
+
+
+async def asset(name: str) -> Response:
+    """A built file, by its hashed name."""
+    suffix = name[name.rfind(".") :] if "." in name else ""
+    content = _asset(name) if suffix in MEDIA_TYPES else None
+    if content is None:
+        raise NotFoundError("dashboard file", name)
+    return Response(
+        content,
+        media_type=MEDIA_TYPES[suffix],
+        headers={"Cache-Control": ASSET_CACHE, "X-Content-Type-Options": "nosniff"},
+    )
+
+
+async def page(request: Request) -> Response:
+    """The app's page for any path of the dashboard (its router shows the right one)."""
+    path = request.url.path.lstrip("/")
+    if path.startswith(NOT_PAGES):
+        raise NotFoundError("route", "/" + path)
+    content = _index()
+    return Response(
+        content if content is not None else NOT_BUILT,
+        media_type="text/html; charset=utf-8",
+        headers={"Cache-Control": PAGE_CACHE, **HEADERS},
+    )

@@ -1,0 +1,130 @@
+// The one way the dashboard talks to the API: the access token kept in memory (never in
+// storage a script could read later), renewed through the HttpOnly refresh cookie when it
+// expires, and every error read as the API's problem detail.
+
+export type Role = "VIEWER" | "OPERATOR" | "ADMIN";
+
+export interface Problem {
+  status: number;
+  title: string;
+  detail?: string;
+  errors?: { field?: string; message?: string }[];
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly problem: Problem,
+  ) {
+    super(problem.detail || problem.title);
+  }
+}
+
+export interface User {
+  id: number;
+  email: string;
+  name?: string | null;
+  role: Role;
+}
+
+interface TokenAnswer {
+  access_token: string;
+  expires_in: number;
+  user: User;
+}
+
+let accessToken: string | null = null;
+let refreshing: Promise<User | null> | null = null;
+const listeners = new Set<(user: User | null) => void>();
+
+/** Told when the session starts, is renewed or ends (an expired one: back to sign-in). */
+export function onSession(listener: (user: User | null) => void): () => void {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
+}
+
+function announce(user: User | null): void {
+  for (const listener of listeners) listener(user);
+}
+
+async function problemOf(answer: Response): Promise<Problem> {
+  try {
+    const body = await answer.json();
+    if (body && typeof body.title === "string") return body as Problem;
+  } catch {
+    // not JSON: fall through
+  }
+  return { status: answer.status, title: answer.statusText || `HTTP ${answer.status}` };
+}
+
+/** Sign in: the refresh token goes into the HttpOnly cookie, the access token stays here. */
+export async function login(email: string, password: string): Promise<User> {
+  const answer = await fetch("/api/auth/login", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ email, password, cookie: true }),
+    credentials: "same-origin",
+  });
+  if (!answer.ok) throw new ApiError(answer.status, await problemOf(answer));
+  const tokens = (await answer.json()) as TokenAnswer;
+  accessToken = tokens.access_token;
+  announce(tokens.user);
+  return tokens.user;
+}
+
+/** A new access token from the refresh cookie; null when there is no live session. */
+export function refresh(): Promise<User | null> {
+  refreshing ??= (async () => {
+    try {
+      const answer = await fetch("/api/auth/refresh", {
+        method: "POST",
+        credentials: "same-origin",
+      });
+      if (!answer.ok) {
+        accessToken = null;
+        return null;
+      }
+      const tokens = (await answer.json()) as TokenAnswer;
+      accessToken = tokens.access_token;
+      return tokens.user;
+    } finally {
+      refreshing = null;
+    }
+  })();
+  return refreshing;
+}
+
+/** Sign out: the server revokes the refresh token's whole login and clears the cookie. */
+export async function logout(): Promise<void> {
+  try {
+    await fetch("/api/auth/logout", { method: "POST", credentials: "same-origin" });
+  } finally {
+    accessToken = null;
+    announce(null);
+  }
+}
+
+/** Forget the session here (an expired refresh: the server has nothing left to revoke). */
+export function endSession(): void {
+  accessToken = null;
+  announce(null);
+}
+
+/** A call to the API as the signed-in user; one renewal and retry on a 401. */
+export async function api<T>(path: string, init: RequestInit = {}, retried = false): Promise<T> {
+  const headers = new Headers(init.headers);
+  if (accessToken) headers.set("Authorization", `Bearer ${accessToken}`);
+  if (init.body !== undefined) headers.set("Content-Type", "application/json");
+  const answer = await fetch(path, { ...init, headers, credentials: "same-origin" });
+  if (answer.status === 401 && !retried) {
+    const user = await refresh();
+    if (user) return api<T>(path, init, true);
+    endSession();
+  }
+  if (!answer.ok) throw new ApiError(answer.status, await problemOf(answer));
+  if (answer.status === 204) return undefined as T;
+  return (await answer.json()) as T;
+}
+
+export const post = <T>(path: string, body?: unknown): Promise<T> =>
+  api<T>(path, { method: "POST", body: body === undefined ? undefined : JSON.stringify(body) });

@@ -1,0 +1,49 @@
+import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { StrictMode } from "react";
+import { createRoot } from "react-dom/client";
+import { createBrowserRouter, RouterProvider } from "react-router";
+import { ApiError } from "./api";
+import { Layout } from "./components/Layout";
+import { JobPage } from "./pages/Job";
+import { JobsPage } from "./pages/Jobs";
+import { LoginPage } from "./pages/Login";
+import { NotFoundPage } from "./pages/NotFound";
+import { OverviewPage } from "./pages/Overview";
+import { QueuesPage } from "./pages/Queues";
+import { SessionProvider } from "./session";
+import "./styles.css";
+
+const queries = new QueryClient({
+  defaultOptions: {
+    queries: {
+      // a refused or missing resource is an answer, not a fault to try again
+      retry: (count, error) =>
+        !(error instanceof ApiError && error.status < 500) && count < 2,
+      refetchOnWindowFocus: true,
+    },
+  },
+});
+
+const router = createBrowserRouter([
+  { path: "/login", element: <LoginPage /> },
+  {
+    element: <Layout />,
+    children: [
+      { path: "/", element: <OverviewPage /> },
+      { path: "/jobs", element: <JobsPage /> },
+      { path: "/jobs/:id", element: <JobPage /> },
+      { path: "/queues", element: <QueuesPage /> },
+      { path: "*", element: <NotFoundPage /> },
+    ],
+  },
+]);
+
+createRoot(document.getElementById("root")!).render(
+  <StrictMode>
+    <QueryClientProvider client={queries}>
+      <SessionProvider>
+        <RouterProvider router={router} />
+      </SessionProvider>
+    </QueryClientProvider>
+  </StrictMode>,
+);

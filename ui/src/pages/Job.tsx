@@ -1,0 +1,124 @@
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { Link, useParams } from "react-router";
+import { api, post } from "../api";
+import { Failure, Loading } from "../components/States";
+import { LIVE } from "../live";
+import { useSession } from "../session";
+import { Time } from "../time";
+import { FINAL, type JobDetail, type TimelineEntry } from "../types";
+
+function Json({ value }: { value: unknown }) {
+  return <pre className="code">{JSON.stringify(value, null, 2)}</pre>;
+}
+
+export function JobPage() {
+  const { id } = useParams();
+  const { can } = useSession();
+  const client = useQueryClient();
+  const job = useQuery({
+    queryKey: ["job", id],
+    queryFn: () => api<JobDetail>(`/api/jobs/${id}`),
+    refetchInterval: (q) => (q.state.data && FINAL.includes(q.state.data.state) ? false : LIVE),
+  });
+  const timeline = useQuery({
+    queryKey: ["job", id, "timeline"],
+    queryFn: () => api<TimelineEntry[]>(`/api/jobs/${id}/timeline`),
+    refetchInterval: () => (job.data && FINAL.includes(job.data.state) ? false : LIVE),
+  });
+  const act = useMutation({
+    mutationFn: (operation: "retry" | "cancel") => post(`/api/jobs/${id}/${operation}`),
+    onSuccess: () => void client.invalidateQueries({ queryKey: ["job", id] }),
+  });
+  if (job.isPending) return <Loading what={`job ${id}`} />;
+  if (job.isError) return <Failure error={job.error} />;
+  const j = job.data;
+  const retryable = j.state === "DEAD_LETTER" || j.state === "FAILED";
+  const cancellable = j.state === "PENDING" || j.state === "FAILED" || j.state === "RUNNING";
+  return (
+    <section aria-labelledby="job-title">
+      <p>
+        <Link to="/jobs">← Jobs</Link>
+      </p>
+      <h1 id="job-title">
+        Job #{j.id} <span className={`state ${j.state.toLowerCase()}`}>{j.state}</span>
+      </h1>
+      <div className="toolbar">
+        {retryable && can("POST", "/api/jobs/{job_id}/retry") && (
+          <button type="button" onClick={() => act.mutate("retry")} disabled={act.isPending}>
+            Retry
+          </button>
+        )}
+        {cancellable && can("POST", "/api/jobs/{job_id}/cancel") && (
+          <button
+            type="button"
+            onClick={() => act.mutate("cancel")}
+            disabled={act.isPending || j.cancel_requested_at !== null}
+          >
+            {j.cancel_requested_at ? "Cancel requested" : "Cancel"}
+          </button>
+        )}
+      </div>
+      {act.isError && <Failure error={act.error} />}
+      <dl className="facts">
+        <dt>Task</dt>
+        <dd>
+          <Link to={`/jobs?task=${encodeURIComponent(j.task)}`}>{j.task}</Link>
+        </dd>
+        <dt>Queue</dt>
+        <dd>
+          <Link to={`/jobs?queue=${encodeURIComponent(j.queue)}`}>{j.queue}</Link>
+        </dd>
+        <dt>Attempts</dt>
+        <dd>
+          {j.attempts} of {j.max_attempts}
+        </dd>
+        <dt>Created</dt>
+        <dd>
+          <Time value={j.created_at} /> by {j.created_by}
+        </dd>
+        <dt>Due</dt>
+        <dd>
+          <Time value={j.run_at} />
+        </dd>
+        <dt>Finished</dt>
+        <dd>
+          <Time value={j.finished_at} />
+        </dd>
+      </dl>
+      <h2>Arguments</h2>
+      <Json value={j.args} />
+      {j.state === "SUCCEEDED" && (
+        <>
+          <h2>Result</h2>
+          <Json value={j.result} />
+        </>
+      )}
+      {j.error && (
+        <section aria-labelledby="error-title">
+          <h2 id="error-title">Last error</h2>
+          <p>
+            <strong>{j.error.type}</strong>: {j.error.message}
+          </p>
+          {j.error.traceback && (
+            <pre className="code" aria-label="Traceback">
+              {j.error.traceback}
+            </pre>
+          )}
+        </section>
+      )}
+      <h2>Timeline</h2>
+      {timeline.isError ? (
+        <Failure error={timeline.error} />
+      ) : (
+        <ol className="timeline">
+          {(timeline.data ?? []).map((e, i) => (
+            <li key={`${e.at}-${e.event}-${i}`}>
+              <Time value={e.at} /> <strong>{e.event}</strong>
+              {e.attempt !== null && <> (attempt {e.attempt})</>} by {e.actor}
+            </li>
+          ))}
+        </ol>
+      )}
+    </section>
+  );
+}

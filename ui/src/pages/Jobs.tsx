@@ -1,0 +1,187 @@
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useState, type FormEvent } from "react";
+import { Link, useSearchParams } from "react-router";
+import { api, post } from "../api";
+import { Confirm } from "../components/Confirm";
+import { Empty, Failure, Loading } from "../components/States";
+import { LIVE } from "../live";
+import { useSession } from "../session";
+import { Time } from "../time";
+import { JOB_STATES, type JobPage } from "../types";
+
+const FILTERS = ["state", "queue", "task"] as const;
+
+export function JobsPage() {
+  const [params, setParams] = useSearchParams();
+  const { can } = useSession();
+  const client = useQueryClient();
+  const [done, setDone] = useState<string | null>(null);
+  const filter = new URLSearchParams();
+  for (const name of FILTERS) {
+    const value = params.get(name);
+    if (value) filter.set(name, value);
+  }
+  const before = params.get("before_id");
+  const query = new URLSearchParams(filter);
+  query.set("limit", "50");
+  query.set("count", "true");
+  if (before) query.set("before_id", before);
+  const page = useQuery({
+    queryKey: ["jobs", query.toString()],
+    queryFn: () => api<JobPage>(`/api/jobs?${query}`),
+    refetchInterval: before ? false : LIVE,
+  });
+  const bulk = useMutation({
+    mutationFn: (operation: "retry" | "cancel") =>
+      post<{ matched: number; changed: number[] }>(`/api/jobs/bulk/${operation}`, {
+        state: filter.get("state") ? [filter.get("state")] : undefined,
+        queue: filter.get("queue") ?? undefined,
+        task: filter.get("task") ?? undefined,
+      }),
+    onSuccess: (answer, operation) => {
+      setDone(`${operation}: ${answer.changed.length} of ${answer.matched} jobs changed`);
+      void client.invalidateQueries({ queryKey: ["jobs"] });
+    },
+  });
+
+  function apply(event: FormEvent<HTMLFormElement>) {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    const next = new URLSearchParams();
+    for (const name of FILTERS) {
+      const value = String(form.get(name) ?? "").trim();
+      if (value) next.set(name, value);
+    }
+    setParams(next);
+  }
+
+  const total = page.data?.total;
+  const matched = total ? `${total.count.toLocaleString()}${total.capped ? "+" : ""}` : "";
+  return (
+    <section aria-labelledby="jobs-title">
+      <h1 id="jobs-title">Jobs</h1>
+      <form className="filters" onSubmit={apply} aria-label="Filter jobs">
+        <label>
+          State
+          <select name="state" defaultValue={params.get("state") ?? ""}>
+            <option value="">any</option>
+            {JOB_STATES.map((s) => (
+              <option key={s} value={s}>
+                {s}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Queue
+          <input name="queue" defaultValue={params.get("queue") ?? ""} />
+        </label>
+        <label>
+          Task
+          <input name="task" defaultValue={params.get("task") ?? ""} />
+        </label>
+        <button type="submit">Filter</button>
+      </form>
+      {done && (
+        <p role="status" className="note">
+          {done}
+        </p>
+      )}
+      {bulk.isError && <Failure error={bulk.error} />}
+      {page.isPending ? (
+        <Loading what="jobs" />
+      ) : page.isError ? (
+        <Failure error={page.error} />
+      ) : (
+        <>
+          <div className="toolbar">
+            <span role="status">{matched} jobs match</span>
+            {total && total.count > 0 && can("POST", "/api/jobs/bulk/retry") && (
+              <Confirm
+                trigger="Retry all"
+                title="Retry every matching job?"
+                action={`Retry ${matched} jobs`}
+                onConfirm={() => bulk.mutate("retry")}
+              >
+                <p>
+                  {matched} jobs match this filter. Dead-lettered and failed ones go back to
+                  pending now; the others are left as they are.
+                </p>
+              </Confirm>
+            )}
+            {total && total.count > 0 && can("POST", "/api/jobs/bulk/cancel") && (
+              <Confirm
+                trigger="Cancel all"
+                title="Cancel every matching job?"
+                action={`Cancel ${matched} jobs`}
+                onConfirm={() => bulk.mutate("cancel")}
+              >
+                <p>
+                  {matched} jobs match this filter. Pending and failed ones are cancelled now,
+                  running ones when their attempt ends.
+                </p>
+              </Confirm>
+            )}
+          </div>
+          {page.data.items.length === 0 ? (
+            <Empty>No job matches. Change the filter, or enqueue one.</Empty>
+          ) : (
+            <div className="scroll">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">id</th>
+                    <th scope="col">state</th>
+                    <th scope="col">queue</th>
+                    <th scope="col">task</th>
+                    <th scope="col">attempts</th>
+                    <th scope="col">created</th>
+                    <th scope="col">finished</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {page.data.items.map((j) => (
+                    <tr key={j.id}>
+                      <th scope="row">
+                        <Link to={`/jobs/${j.id}`}>#{j.id}</Link>
+                      </th>
+                      <td>
+                        <span className={`state ${j.state.toLowerCase()}`}>{j.state}</span>
+                      </td>
+                      <td>{j.queue}</td>
+                      <td>{j.task}</td>
+                      <td>
+                        {j.attempts}/{j.max_attempts}
+                      </td>
+                      <td>
+                        <Time value={j.created_at} />
+                      </td>
+                      <td>
+                        <Time value={j.finished_at} />
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+          <nav className="pager" aria-label="Pages">
+            {before && (
+              <Link to={`/jobs?${filter}`} className="button secondary">
+                Newest
+              </Link>
+            )}
+            {page.data.next_cursor !== null && (
+              <Link
+                to={`/jobs?${new URLSearchParams({ ...Object.fromEntries(filter), before_id: String(page.data.next_cursor) })}`}
+                className="button secondary"
+              >
+                Older
+              </Link>
+            )}
+          </nav>
+        </>
+      )}
+    </section>
+  );
+}
