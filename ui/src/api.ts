@@ -34,6 +34,9 @@ interface TokenAnswer {
 }
 
 let accessToken: string | null = null;
+/** Set while this browser holds a refresh cookie (which scripts cannot see): without it, a
+ * page load does not ask to refresh a session that does not exist. Not a secret. */
+const SIGNED_IN = "tickwork.signed-in";
 let refreshing: Promise<User | null> | null = null;
 const listeners = new Set<(user: User | null) => void>();
 
@@ -68,12 +71,14 @@ export async function login(email: string, password: string): Promise<User> {
   if (!answer.ok) throw new ApiError(answer.status, await problemOf(answer));
   const tokens = (await answer.json()) as TokenAnswer;
   accessToken = tokens.access_token;
+  localStorage.setItem(SIGNED_IN, "1");
   announce(tokens.user);
   return tokens.user;
 }
 
 /** A new access token from the refresh cookie; null when there is no live session. */
 export function refresh(): Promise<User | null> {
+  if (localStorage.getItem(SIGNED_IN) === null) return Promise.resolve(null);
   refreshing ??= (async () => {
     try {
       const answer = await fetch("/api/auth/refresh", {
@@ -82,6 +87,7 @@ export function refresh(): Promise<User | null> {
       });
       if (!answer.ok) {
         accessToken = null;
+        localStorage.removeItem(SIGNED_IN);
         return null;
       }
       const tokens = (await answer.json()) as TokenAnswer;
@@ -100,6 +106,7 @@ export async function logout(): Promise<void> {
     await fetch("/api/auth/logout", { method: "POST", credentials: "same-origin" });
   } finally {
     accessToken = null;
+    localStorage.removeItem(SIGNED_IN);
     announce(null);
   }
 }
@@ -107,6 +114,7 @@ export async function logout(): Promise<void> {
 /** Forget the session here (an expired refresh: the server has nothing left to revoke). */
 export function endSession(): void {
   accessToken = null;
+  localStorage.removeItem(SIGNED_IN);
   announce(null);
 }
 

@@ -1,6 +1,7 @@
-// A confirmation before an action that changes things (Radix's accessible dialog).
-import * as Dialog from "@radix-ui/react-dialog";
-import { useState, type ReactNode } from "react";
+// A confirmation before an action that changes things: the browser's own modal <dialog>
+// (focus kept inside, Escape closes it, the page behind inert), which needs no injected
+// style the page's Content-Security-Policy would refuse.
+import { useId, useRef, type ReactNode } from "react";
 
 export function Confirm({
   trigger,
@@ -15,37 +16,31 @@ export function Confirm({
   action: string;
   onConfirm: () => void;
 }) {
-  const [open, setOpen] = useState(false);
+  const dialog = useRef<HTMLDialogElement>(null);
+  const titleId = useId();
   return (
-    <Dialog.Root open={open} onOpenChange={setOpen}>
-      <Dialog.Trigger asChild>
-        <button type="button">{trigger}</button>
-      </Dialog.Trigger>
-      <Dialog.Portal>
-        <Dialog.Overlay className="overlay" />
-        <Dialog.Content className="dialog">
-          <Dialog.Title>{title}</Dialog.Title>
-          <Dialog.Description asChild>
-            <div>{children}</div>
-          </Dialog.Description>
-          <div className="actions">
-            <Dialog.Close asChild>
-              <button type="button" className="secondary">
-                Keep as is
-              </button>
-            </Dialog.Close>
-            <button
-              type="button"
-              onClick={() => {
-                setOpen(false);
-                onConfirm();
-              }}
-            >
-              {action}
-            </button>
-          </div>
-        </Dialog.Content>
-      </Dialog.Portal>
-    </Dialog.Root>
+    <>
+      <button type="button" onClick={() => dialog.current?.showModal()}>
+        {trigger}
+      </button>
+      <dialog ref={dialog} className="dialog" aria-labelledby={titleId}>
+        <h2 id={titleId}>{title}</h2>
+        {children}
+        <div className="actions">
+          <button type="button" className="secondary" onClick={() => dialog.current?.close()}>
+            Keep as is
+          </button>
+          <button
+            type="button"
+            onClick={() => {
+              dialog.current?.close();
+              onConfirm();
+            }}
+          >
+            {action}
+          </button>
+        </div>
+      </dialog>
+    </>
   );
 }

@@ -1,0 +1,259 @@
+"""The dashboard in a real browser (Debian's chromium, driven by Playwright) against a real
+``tickwork serve`` on the test database: signing in, live lists, a dead letter read and
+retried, a running job cancelled, a queue paused, what each role is shown, an expired
+session, and on every page no console error and no accessibility violation (axe-core).
+Each page is photographed in both themes (``TICKWORK_SCREENSHOTS``, when set).
+
+Waits are Playwright's own: each ``expect`` waits for the page to show what it asserts (the
+lists refresh by themselves), never a fixed sleep."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tickwork import App
+from tickwork.auth import AuthService
+
+from .support import free_port
+
+pytestmark = pytest.mark.e2e
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+
+E2E_DIR = Path(__file__).parent
+ROOT = E2E_DIR.parents[1]
+CHROMIUM = os.environ.get("TICKWORK_CHROMIUM", "/usr/bin/chromium")
+AXE = ROOT / "ui" / "node_modules" / "axe-core" / "axe.min.js"
+AXE_SOURCE = AXE.read_text() if AXE.exists() else ""
+PASSWORD = "correct horse battery staple"
+USERS = {"ADMIN": "admin@example.com", "OPERATOR": "ops@example.com", "VIEWER": "view@example.com"}
+START_GUARD = 120.0  # not a timing assertion: only stops a broken start from hanging the run
+SHOWN = 20_000  # ms Playwright waits for the page to show something (lists refresh every 3 s)
+
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no browser at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+if not AXE.exists():
+    pytest.skip("axe-core is not installed (npm ci in ui/)", allow_module_level=True)
+playwright_api.expect.set_options(timeout=SHOWN)
+
+
+@pytest.fixture
+def served(db_env: dict[str, str], app: App, tmp_path: Path) -> Iterator[str]:
+    """``tickwork serve`` of dashboard_app on the test schema, with a user per role."""
+
+    async def users() -> None:
+        auth = AuthService(await app.db.async_pool(), app.db.store, app.settings.auth)
+        await auth.start()
+        for role, email in USERS.items():
+            await auth.create_user(email, PASSWORD, role)
+
+    app.migrate()
+    asyncio.run(users())
+    env = db_env | {
+        "PYTHONPATH": os.pathsep.join(p for p in (str(E2E_DIR), os.environ.get("PYTHONPATH")) if p),
+        "TICKWORK_WORKER__QUEUES": '["ui"]',
+    }
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "tickwork", "serve", "--app", "dashboard_app:app"),
+            *("--port", str(port), "--log-level", "ERROR"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        assert process.stdout is not None
+        printed = []
+        for line in process.stdout:
+            printed.append(line)
+            if line.startswith("roles:"):
+                break
+        assert printed and printed[-1].startswith("roles:"), "".join(printed)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=START_GUARD)
+
+
+def token(url: str, role: str) -> str:
+    answer = httpx.post(f"{url}/api/auth/login", json={"email": USERS[role], "password": PASSWORD})
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["access_token"])
+
+
+def enqueue(url: str, task: str, args: dict[str, Any] | None = None) -> int:
+    answer = httpx.post(
+        f"{url}/api/jobs",
+        json={"task": task, "args": args or {}},
+        headers={"Authorization": f"Bearer {token(url, 'ADMIN')}"},
+    )
+    assert answer.status_code == 201, answer.text
+    return int(answer.json()["id"])
+
+
+class Browser:
+    """One browser for the test; a context (cookies, storage) per signed-in user."""
+
+    def __init__(self, url: str, shots: Path | None) -> None:
+        self.url = url
+        self.shots = shots
+        self._manager = playwright_api.sync_playwright()
+        self._playwright = self._manager.__enter__()
+        self.browser = self._playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
+        self.errors: list[str] = []
+
+    def page(self, role: str, *, dark: bool = False) -> Any:
+        context = self.browser.new_context(
+            base_url=self.url,
+            viewport={"width": 1280, "height": 860},
+            color_scheme="dark" if dark else "light",
+        )
+        page = context.new_page()
+        page.set_default_timeout(SHOWN)
+        page.on(
+            "console",
+            lambda m: self.errors.append(f"{page.url}: {m.text}") if m.type == "error" else None,
+        )
+        page.on("pageerror", lambda e: self.errors.append(f"{page.url}: {e}"))
+        page.goto("/login")
+        page.get_by_label("Email").fill(USERS[role])
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in").click()
+        playwright_api.expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+        return page
+
+    def check(self, page: Any, name: str) -> None:
+        """In both themes: no accessibility violation (axe-core, WCAG 2 A and AA, contrast
+        included) and, when asked, a picture of the whole page."""
+        if not page.evaluate("typeof axe !== 'undefined'"):
+            page.evaluate(AXE_SOURCE)  # by the driver: the page's policy refuses injected tags
+        shown = page.evaluate("document.documentElement.dataset.theme")
+        for theme in ("light", "dark"):
+            page.evaluate(f"document.documentElement.dataset.theme = '{theme}'")
+            found = page.evaluate(
+                "async () => (await axe.run(document, {runOnly: ['wcag2a', 'wcag2aa']}))"
+                ".violations.map(v => v.id + ': ' + v.help + ' (' + v.nodes.length + ')')"
+            )
+            assert found == [], f"{name} ({theme}): {found}"
+            if self.shots is not None:
+                page.screenshot(path=str(self.shots / f"{name}-{theme}.png"), full_page=True)
+        page.evaluate(f"document.documentElement.dataset.theme = '{shown}'")
+
+    def close(self) -> None:
+        self.browser.close()
+        self._manager.__exit__(None, None, None)
+
+
+@pytest.fixture
+def browser(served: str) -> Iterator[Browser]:
+    shots = os.environ.get("TICKWORK_SCREENSHOTS")
+    if shots:
+        Path(shots).mkdir(parents=True, exist_ok=True)
+    found = Browser(served, Path(shots) if shots else None)
+    try:
+        yield found
+    finally:
+        found.close()
+
+
+def test_an_operator_works_a_dead_letter_a_running_job_and_a_queue(
+    browser: Browser, served: str, tmp_path: Path
+) -> None:
+    expect = playwright_api.expect
+    page = browser.page("OPERATOR")
+    browser.check(page, "overview")
+
+    # a job enqueued through the API shows up without a reload
+    page.get_by_role("link", name="Jobs").click()
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    first = enqueue(served, "ui.ok", {"word": "hello"})
+    expect(page.get_by_role("link", name=f"#{first}")).to_be_visible()
+    browser.check(page, "jobs")
+
+    # a dead letter: its traceback, a retry, and it succeeds
+    dead = enqueue(served, "ui.flaky", {"marker": str(tmp_path / "marker")})
+    page.goto(f"/jobs/{dead}")
+    expect(page.get_by_role("heading", name=f"Job #{dead} DEAD_LETTER")).to_be_visible()
+    expect(page.get_by_label("Traceback")).to_contain_text("the first run fails on purpose")
+    browser.check(page, "job-dead-letter")
+    page.get_by_role("button", name="Retry").click()
+    expect(page.get_by_role("heading", name=f"Job #{dead} SUCCEEDED")).to_be_visible()
+    expect(page.get_by_role("list").filter(has_text="job.retried")).to_be_visible()
+
+    # a running job, cancelled
+    slow = enqueue(served, "ui.slow")
+    page.goto(f"/jobs/{slow}")
+    expect(page.get_by_role("heading", name=f"Job #{slow} RUNNING")).to_be_visible()
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_role("heading", name=f"Job #{slow} CANCELLED")).to_be_visible()
+
+    # a queue paused and resumed
+    page.get_by_role("link", name="Queues").click()
+    page.get_by_role("button", name="Pause queue ui").click()
+    expect(page.get_by_role("button", name="Resume queue ui")).to_be_visible()
+    browser.check(page, "queues")
+    page.get_by_role("button", name="Resume queue ui").click()
+    expect(page.get_by_role("button", name="Pause queue ui")).to_be_visible()
+
+    # bulk actions name how many jobs they will touch
+    page.goto("/jobs?state=SUCCEEDED")
+    page.get_by_role("button", name="Retry all").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("jobs match this filter")
+    dialog.get_by_role("button", name="Keep as is").click()
+    assert browser.errors == [], "\n".join(browser.errors)
+
+
+def test_a_viewer_is_shown_no_action_and_an_ended_session_goes_back_to_sign_in(
+    browser: Browser, served: str, tmp_path: Path
+) -> None:
+    expect = playwright_api.expect
+    dead = enqueue(served, "ui.flaky", {"marker": str(tmp_path / "marker")})
+    page = browser.page("VIEWER", dark=True)
+    page.goto(f"/jobs/{dead}")
+    expect(page.get_by_role("heading", name=f"Job #{dead} DEAD_LETTER")).to_be_visible()
+    assert page.get_by_role("button", name="Retry").count() == 0
+    assert page.get_by_role("button", name="Cancel").count() == 0
+    browser.check(page, "job-dead-letter")
+    page.goto("/queues")
+    expect(page.get_by_role("link", name="ui")).to_be_visible()
+    assert page.get_by_role("button", name="Pause queue ui").count() == 0
+    page.goto("/jobs")
+    expect(page.get_by_role("link", name=f"#{dead}")).to_be_visible()
+    assert page.get_by_role("button", name="Retry all").count() == 0
+    browser.check(page, "jobs")
+    page.goto("/")
+    expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+    browser.check(page, "overview")
+    page.goto("/nowhere")
+    expect(page.get_by_role("heading", name="No such page")).to_be_visible()
+
+    # the administrator disables the viewer: the next refresh is refused, back to sign-in
+    admin = {"Authorization": f"Bearer {token(served, 'ADMIN')}"}
+    users = httpx.get(f"{served}/api/users", headers=admin).json()
+    viewer = next(u for u in users if u["email"] == USERS["VIEWER"])
+    changed = httpx.patch(
+        f"{served}/api/users/{viewer['id']}", json={"disabled": True}, headers=admin
+    )
+    assert changed.status_code == 200, changed.text
+    page.goto("/jobs")
+    expect(page.get_by_role("heading", name="Sign in to tickwork")).to_be_visible()
+    browser.check(page, "login")
+    assert browser.errors == [] or all("401" in e or "403" in e for e in browser.errors)
