@@ -8,7 +8,8 @@ export interface Problem {
   status: number;
   title: string;
   detail?: string;
-  errors?: { field?: string; message?: string }[];
+  /** The request field at fault, when one is. */
+  field?: string | null;
 }
 
 export class ApiError extends Error {

@@ -30,19 +30,10 @@ export function Failure({ error }: { error: unknown }) {
         </div>
       );
     }
-    const fields = (error.problem.errors ?? [])
-      .map((e) => [e.field, e.message].filter(Boolean).join(": "))
-      .filter(Boolean);
     return (
       <div role="alert" className="problem">
         <strong>{error.problem.title}.</strong> {error.message}
-        {fields.length > 0 && (
-          <ul>
-            {fields.map((f) => (
-              <li key={f}>{f}</li>
-            ))}
-          </ul>
-        )}
+        {error.problem.field && <p>Field: {error.problem.field}</p>}
       </div>
     );
   }
