@@ -58,6 +58,7 @@ NOT_RUN = {
     "README.md": 3,
     "docs/api.md": 2,
     "docs/benchmarks.md": 3,
+    "docs/dashboard.md": 1,
     "docs/definitions.md": 2,
     "docs/deployment.md": 2,
     "docs/reliability.md": 1,

@@ -48,7 +48,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "entry points",
-        ("tickwork.app", "tickwork.api", "tickwork.cli", "tickwork.serve", "tickwork.__main__"),
+        (
+            "tickwork.app",
+            "tickwork.api",
+            "tickwork.cli",
+            "tickwork.serve",
+            "tickwork.web",
+            "tickwork.__main__",
+        ),
     ),
 ]
 """Each layer with the modules (or packages) in it; the longest matching name decides, so a
