@@ -257,3 +257,30 @@ def test_a_viewer_is_shown_no_action_and_an_ended_session_goes_back_to_sign_in(
     expect(page.get_by_role("heading", name="Sign in to tickwork")).to_be_visible()
     browser.check(page, "login")
     assert browser.errors == [] or all("401" in e or "403" in e for e in browser.errors)
+
+
+def test_the_event_stream_tells_what_changed(served: str) -> None:
+    """GET /api/events over a real connection: a job enqueued, then finished, each arrives
+    as an event naming its queue or id; no token, no stream."""
+    assert httpx.get(f"{served}/api/events").status_code == 401
+    headers = {"Authorization": f"Bearer {token(served, 'VIEWER')}"}
+    seen: list[tuple[str, str]] = []
+    with (
+        httpx.Client(base_url=served, timeout=START_GUARD) as client,
+        client.stream("GET", "/api/events", headers=headers) as stream,
+    ):
+        assert stream.status_code == 200
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        lines = stream.iter_lines()
+        assert next(lines) == ": tickwork events"  # the listener is starting
+        job = enqueue(served, "ui.ok")
+        kind = ""
+        for line in lines:
+            if line.startswith("event: "):
+                kind = line[len("event: ") :]
+            elif line.startswith("data: "):
+                seen.append((kind, line[len("data: ") :]))
+                if kind == "finished" and str(job) in line:
+                    break
+    assert ("jobs", '{"queues":["ui"]}') in seen or any(k == "resync" for k, _ in seen)
+    assert any(k == "finished" and f'"{job}"' in d for k, d in seen)

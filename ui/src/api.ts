@@ -137,3 +137,48 @@ export async function api<T>(path: string, init: RequestInit = {}, retried = fal
 
 export const post = <T>(path: string, body?: unknown): Promise<T> =>
   api<T>(path, { method: "POST", body: body === undefined ? undefined : JSON.stringify(body) });
+
+/** One server-sent event of GET /api/events. */
+export interface ServerEvent {
+  kind: string;
+  data: Record<string, unknown>;
+}
+
+/** Read GET /api/events (with the access token in its header, which EventSource cannot
+ * send) until it ends, the signal aborts it, or the session ends; each event to ``onEvent``.
+ * Resolves when the stream ended; rejects on a refusal (401 after a renewal, 403, 503). */
+export async function readEvents(
+  onEvent: (event: ServerEvent) => void,
+  signal: AbortSignal,
+  onOpen: () => void,
+): Promise<void> {
+  const headers = new Headers({ Accept: "text/event-stream" });
+  if (accessToken) headers.set("Authorization", `Bearer ${accessToken}`);
+  let answer = await fetch("/api/events", { headers, signal, credentials: "same-origin" });
+  if (answer.status === 401 && (await refresh())) {
+    headers.set("Authorization", `Bearer ${accessToken}`);
+    answer = await fetch("/api/events", { headers, signal, credentials: "same-origin" });
+  }
+  if (!answer.ok || !answer.body) throw new ApiError(answer.status, await problemOf(answer));
+  onOpen();
+  const reader = answer.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end: number;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let kind = "message";
+      let data = "";
+      for (const line of frame.split("\n")) {
+        if (line.startsWith("event: ")) kind = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      if (!data) continue; // a comment (keepalive) or the retry hint
+      onEvent({ kind, data: JSON.parse(data) as Record<string, unknown> });
+    }
+  }
+}

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Depends, FastAPI
 
 from tickwork import web
-from tickwork.api import definitions, docs, identity, jobs, schedules, system, webhooks
+from tickwork.api import definitions, docs, events, identity, jobs, schedules, system, webhooks
 from tickwork.api import signals as signal_routes
 from tickwork.api.contract import declare
 from tickwork.api.gate import BODY_BUDGET_BYTES, Gate
@@ -114,6 +114,7 @@ def _api(
         api.include_router(router)
     if openapi_url is not None:
         docs.install(api)
+        events.install(api)
         web.install(api)  # last: its catch-all answers the GETs no other route takes
     install(api)
     check_table(api, only)

@@ -92,6 +92,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/leaders"): VIEWER,
     ("GET", "/api/health"): VIEWER,
     ("GET", "/api/routes"): VIEWER,
+    ("GET", "/api/events"): VIEWER,
     ("GET", "/api/audit"): OPERATOR,
     # administration
     ("GET", "/api/users"): ADMIN,
@@ -148,6 +149,9 @@ class Services:
     """Calls of each definition's webhook this process accepts a minute."""
     webhook_misses: Limiter = field(default_factory=lambda: Limiter(WEBHOOK_MISSES))
     """Wrong webhook tokens (or ids) each client address may send a minute."""
+    event_hub: Any = None
+    """The process's event streams (:class:`tickwork.api.events.EventHub`), made by the
+    first stream opened."""
 
     @property
     def store(self) -> Store:

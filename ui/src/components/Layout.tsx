@@ -1,6 +1,7 @@
 import { useEffect, useState } from "react";
 import { Navigate, NavLink, Outlet, useLocation } from "react-router";
 import { logout } from "../api";
+import { useEvents } from "../live";
 import { useSession } from "../session";
 
 type Theme = "light" | "dark";
@@ -28,6 +29,7 @@ export function ThemeToggle() {
 export function Layout() {
   const { user, ready } = useSession();
   const location = useLocation();
+  useEvents(user !== null);
   if (!ready) {
     return (
       <main id="main" className="centered" aria-busy="true">

@@ -2,7 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link, useParams } from "react-router";
 import { api, post } from "../api";
 import { Failure, Loading } from "../components/States";
-import { LIVE } from "../live";
+import { live } from "../live";
 import { useSession } from "../session";
 import { Time } from "../time";
 import { FINAL, type JobDetail, type TimelineEntry } from "../types";
@@ -18,12 +18,12 @@ export function JobPage() {
   const job = useQuery({
     queryKey: ["job", id],
     queryFn: () => api<JobDetail>(`/api/jobs/${id}`),
-    refetchInterval: (q) => (q.state.data && FINAL.includes(q.state.data.state) ? false : LIVE),
+    refetchInterval: (q) => (q.state.data && FINAL.includes(q.state.data.state) ? false : live()),
   });
   const timeline = useQuery({
     queryKey: ["job", id, "timeline"],
     queryFn: () => api<TimelineEntry[]>(`/api/jobs/${id}/timeline`),
-    refetchInterval: () => (job.data && FINAL.includes(job.data.state) ? false : LIVE),
+    refetchInterval: () => (job.data && FINAL.includes(job.data.state) ? false : live()),
   });
   const act = useMutation({
     mutationFn: (operation: "retry" | "cancel") => post(`/api/jobs/${id}/${operation}`),

@@ -4,7 +4,7 @@ import { Link, useSearchParams } from "react-router";
 import { api, post } from "../api";
 import { Confirm } from "../components/Confirm";
 import { Empty, Failure, Loading } from "../components/States";
-import { LIVE } from "../live";
+import { live } from "../live";
 import { useSession } from "../session";
 import { Time } from "../time";
 import { JOB_STATES, type JobPage } from "../types";
@@ -29,7 +29,7 @@ export function JobsPage() {
   const page = useQuery({
     queryKey: ["jobs", query.toString()],
     queryFn: () => api<JobPage>(`/api/jobs?${query}`),
-    refetchInterval: before ? false : LIVE,
+    refetchInterval: before ? false : live,
   });
   const bulk = useMutation({
     mutationFn: (operation: "retry" | "cancel") =>

@@ -12,7 +12,7 @@ import {
 } from "recharts";
 import { api } from "../api";
 import { Empty, Failure, Loading } from "../components/States";
-import { LIVE } from "../live";
+import { live } from "../live";
 import { age, Time } from "../time";
 import type { Health, Leader, QueueStats, Throughput, Worker } from "../types";
 
@@ -25,7 +25,7 @@ function ThroughputChart() {
       const from = new Date(Date.now() - HOUR).toISOString();
       return api<Throughput>(`/api/queues/throughput?bucket=minute&from=${from}`);
     },
-    refetchInterval: LIVE,
+    refetchInterval: live,
   });
   if (chart.isPending) return <Loading what="throughput" />;
   if (chart.isError) return <Failure error={chart.error} />;
@@ -72,17 +72,17 @@ export function OverviewPage() {
   const queues = useQuery({
     queryKey: ["queues"],
     queryFn: () => api<QueueStats[]>("/api/queues"),
-    refetchInterval: LIVE,
+    refetchInterval: live,
   });
   const workers = useQuery({
     queryKey: ["workers"],
     queryFn: () => api<Worker[]>("/api/workers"),
-    refetchInterval: LIVE,
+    refetchInterval: live,
   });
   const leaders = useQuery({
     queryKey: ["leaders"],
     queryFn: () => api<Leader[]>("/api/leaders"),
-    refetchInterval: LIVE,
+    refetchInterval: live,
   });
   const health = useQuery({
     queryKey: ["health"],

@@ -2,7 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link } from "react-router";
 import { api, post } from "../api";
 import { Empty, Failure, Loading } from "../components/States";
-import { LIVE } from "../live";
+import { live } from "../live";
 import { useSession } from "../session";
 import { age } from "../time";
 import type { QueueStats } from "../types";
@@ -13,7 +13,7 @@ export function QueuesPage() {
   const queues = useQuery({
     queryKey: ["queues"],
     queryFn: () => api<QueueStats[]>("/api/queues"),
-    refetchInterval: LIVE,
+    refetchInterval: live,
   });
   const toggle = useMutation({
     mutationFn: ({ name, pause }: { name: string; pause: boolean }) =>

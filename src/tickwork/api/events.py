@@ -1,0 +1,188 @@
+"""``GET /api/events``: what changed, pushed to the dashboard as server-sent events, so its
+live views ask again when something happened instead of polling in a storm.
+
+One LISTEN connection per API process feeds every open stream (the job path's own
+notifications: jobs enqueued or back in a queue, jobs that reached a final state, cancels
+sent to running jobs); each stream gets at most one event of a kind per
+:data:`MIN_GAP` seconds, whatever the rate of changes. Events say only which kind of thing
+changed (and, for jobs, which queues or ids): the page reads the details through the API as
+the signed-in user. The listener runs while at least one stream is open.
+
+A stream is checked like any request when it opens, and its access token again every
+:data:`RECHECK` seconds: a user disabled, a role changed or a token expired ends it (the
+page then renews its token and opens a new one). At most :data:`MAX_STREAMS` streams per
+process (503 beyond).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import StreamingResponse
+
+from tickwork.api.security import Services, services
+from tickwork.errors import DatabaseUnavailable, TickworkError
+from tickwork.worker.listener import Listener
+
+if TYPE_CHECKING:
+    from tickwork.db.store import Store
+
+log = logging.getLogger("tickwork.api")
+
+
+EVENTS_PATH = "/api/events"
+KINDS = ("jobs", "finished", "control")
+"""The notification channels a stream carries (the job path's own)."""
+MIN_GAP = 0.5
+"""Seconds between two events of a stream: changes in between are sent together."""
+KEEPALIVE = 15.0
+"""Seconds of quiet after which a stream sends a comment (proxies close idle connections)."""
+RECHECK = 15.0
+"""Seconds between two checks of a stream's access token."""
+MAX_STREAMS = 200
+"""Open streams one API process serves at most."""
+MAX_IDS = 100
+"""Job ids one event carries at most (more: the page reloads what it shows)."""
+
+
+class _Stream:
+    """What one open stream has not been told yet."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, set[str]] = {}
+        self.wake = asyncio.Event()
+
+    def add(self, kind: str, payload: str) -> None:
+        seen = self.pending.setdefault(kind, set())
+        if len(seen) <= MAX_IDS:
+            seen.update(p for p in payload.split(",") if p)
+        self.wake.set()
+
+    def take(self) -> dict[str, set[str]]:
+        taken, self.pending = self.pending, {}
+        self.wake.clear()
+        return taken
+
+
+class EventHub:
+    """The process's listener and its open streams."""
+
+    def __init__(self, store: Store, connect: Any) -> None:
+        self.store = store
+        self._connect = connect
+        self._streams: set[_Stream] = set()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.listening = asyncio.Event()
+
+    def _notify(self, channel: str, payload: str) -> None:
+        kind = channel.rsplit(".", 1)[-1]
+        for stream in self._streams:
+            stream.add(kind, payload)
+
+    def _connected(self) -> None:
+        self.listening.set()
+        for stream in self._streams:  # what was sent while not listening is lost: look again
+            stream.add("resync", "")
+
+    def full(self) -> bool:
+        """Whether this process serves as many streams as it may."""
+        return len(self._streams) >= MAX_STREAMS
+
+    @contextlib.asynccontextmanager
+    async def open(self) -> AsyncIterator[_Stream]:
+        """A stream, for as long as the caller holds it; the listener runs while any is."""
+        stream = _Stream()
+        self._streams.add(stream)
+        if self._task is None or self._task.done():
+            self._stop = asyncio.Event()
+            listener = Listener(
+                lambda: self._connect("tickwork-events"),
+                [self.store.channel(kind) for kind in KINDS],
+                on_notify=self._notify,
+                on_connected=self._connected,
+                on_lost=self.listening.clear,
+            )
+            self._task = asyncio.create_task(listener.run(self._stop), name="tickwork-events")
+        try:
+            yield stream
+        finally:
+            self._streams.discard(stream)
+            if not self._streams and self._task is not None:
+                self._stop.set()
+                self._task.cancel()
+                self._task = None
+
+
+def _hub(svc: Services) -> EventHub:
+    hub: EventHub | None = getattr(svc, "event_hub", None)
+    if hub is None:
+        hub = EventHub(svc.store, svc.app.db.connect_listener)
+        svc.event_hub = hub
+    return hub
+
+
+def _frame(kind: str, data: dict[str, Any]) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def install(api: FastAPI) -> None:
+    """Add the stream's route to the app itself (left out of the OpenAPI document, which does
+    not describe a stream; the route table's check finds it there)."""
+    api.add_api_route(EVENTS_PATH, events, methods=["GET"], include_in_schema=False)
+
+
+async def events(request: Request, svc: Services = Depends(services)) -> StreamingResponse:  # noqa: B008
+    """Server-sent events: ``jobs`` (``{"queues": [...]}``: jobs enqueued, retried or back
+    in these queues), ``finished`` (``{"ids": [...]}``: jobs that reached a final state;
+    empty when there were too many to name), ``control`` (cancels sent to running jobs),
+    ``resync`` (the listener reconnected: anything may have changed)."""
+    token = (request.headers.get("authorization") or "").partition(" ")[2]
+    hub = _hub(svc)
+    if hub.full():
+        raise DatabaseUnavailable(
+            f"this process serves {MAX_STREAMS} event streams already; the page polls instead"
+        )
+
+    async def body() -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        checked = loop.time()
+        async with hub.open() as stream:
+            yield b": tickwork events\nretry: 3000\n\n"
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stream.wake.wait(), KEEPALIVE)
+                if await request.is_disconnected():
+                    return
+                if loop.time() - checked >= RECHECK:
+                    try:
+                        await svc.auth.authenticate(token)
+                    except TickworkError:
+                        yield _frame("ended", {"reason": "the session ended; sign in again"})
+                        return
+                    checked = loop.time()
+                changes = stream.take()
+                if not changes:
+                    yield b": keepalive\n\n"
+                    continue
+                for kind, payloads in sorted(changes.items()):
+                    if kind == "jobs":
+                        yield _frame(kind, {"queues": sorted(payloads)[:MAX_IDS]})
+                    elif kind in ("finished", "control"):
+                        ids = sorted(p.removeprefix("cancel:") for p in payloads)
+                        yield _frame(kind, {"ids": ids if len(ids) <= MAX_IDS else []})
+                    else:
+                        yield _frame(kind, {})
+                await asyncio.sleep(MIN_GAP)  # a rate limit, not a synchronisation
+
+    return StreamingResponse(
+        body(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
