@@ -284,3 +284,96 @@ def test_the_event_stream_tells_what_changed(served: str) -> None:
                     break
     assert ("jobs", '{"queues":["ui"]}') in seen or any(k == "resync" for k, _ in seen)
     assert any(k == "finished" and f'"{job}"' in d for k, d in seen)
+
+
+def test_an_administrator_works_every_page(browser: Browser, served: str) -> None:
+    expect = playwright_api.expect
+    page = browser.page("ADMIN")
+    nav = page.get_by_role("navigation", name="Main")
+    for label in ("Schedules", "Workers", "Signals", "Audit", "Users", "Settings"):
+        expect(nav.get_by_role("link", name=label)).to_be_visible()
+
+    # a schedule made on the page, run now, then deleted
+    nav.get_by_role("link", name="Schedules").click()
+    form = page.get_by_role("form", name="New schedule")
+    form.get_by_label("Name").fill("nightly-hello")
+    form.get_by_label("Task").fill("ui.ok")
+    form.get_by_label("Cron (5 fields)").fill("0 3 * * *")
+    form.get_by_label("Time zone").fill("Europe/Paris")
+    form.get_by_label("Arguments (JSON)").fill("{nope")
+    form.get_by_role("button", name="Create").click()
+    expect(form.get_by_role("alert")).to_contain_text("must be a JSON object")
+    form.get_by_label("Arguments (JSON)").fill('{"word": "night"}')
+    form.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("row", name="nightly-hello")).to_be_visible()
+    browser.check(page, "schedules")
+    page.get_by_role("button", name="Run schedule nightly-hello now").click()
+    page.get_by_role("button", name="Delete schedule nightly-hello").click()
+    expect(page.get_by_role("row", name="nightly-hello")).to_have_count(0)
+
+    # workers with their CPU and memory, signals with their reactors, the audit trail
+    nav.get_by_role("link", name="Workers").click()
+    expect(page.get_by_role("article")).to_have_count(1)
+    browser.check(page, "workers")
+    nav.get_by_role("link", name="Signals").click()
+    expect(page.get_by_role("heading", name="Reactors")).to_be_visible()
+    expect(page.get_by_role("row", name="signal-retention")).to_be_visible()
+    browser.check(page, "signals")
+    nav.get_by_role("link", name="Audit").click()
+    expect(page.get_by_role("cell", name="schedule.deleted")).to_be_visible()
+    browser.check(page, "audit")
+
+    # a secret variable is shown as set, never its value
+    nav.get_by_role("link", name="Settings").click()
+    variable = page.get_by_role("form", name="Set a variable")
+    variable.get_by_label("Name").fill("API_KEY")
+    variable.get_by_label("Value").fill("s3cr3t-value-never-shown")
+    variable.get_by_role("button", name="Set").click()
+    expect(page.get_by_role("row", name="API_KEY")).to_contain_text("secret (set)")
+    assert "s3cr3t-value-never-shown" not in page.content()
+    browser.check(page, "settings")
+
+    # an invite, accepted on its own page by the person invited
+    nav.get_by_role("link", name="Users").click()
+    invite = page.get_by_role("form", name="New invite")
+    invite.get_by_label("Email").fill("new@example.com")
+    invite.get_by_label("Role").select_option("OPERATOR")
+    invite.get_by_role("button", name="Invite").click()
+    link = page.get_by_label("Invite link").inner_text()
+    browser.check(page, "users")
+    guest = browser.browser.new_context(base_url=served).new_page()
+    guest.goto(link.replace(served, ""))
+    guest.get_by_label("Your name").fill("New Person")
+    guest.get_by_label("Choose a password (12 characters or more)").fill(PASSWORD)
+    guest.get_by_role("button", name="Accept and create my account").click()
+    expect(guest.get_by_role("status")).to_contain_text("Welcome, new@example.com")
+    browser.check(guest, "invite")
+    page.reload()
+    expect(page.get_by_role("row", name="new@example.com")).to_be_visible()
+
+    # a personal token, shown once
+    page.get_by_role("link", name="admin@example.com").click()
+    tokens = page.get_by_role("form", name="New API token")
+    tokens.get_by_label("Name").fill("laptop")
+    tokens.get_by_role("button", name="Create token").click()
+    shown = page.get_by_label("New token").inner_text()
+    assert shown.startswith("twa_") or len(shown) > 20
+    answer = httpx.get(f"{served}/api/me", headers={"Authorization": f"Bearer {shown}"})
+    assert answer.status_code == 200 and answer.json()["email"] == USERS["ADMIN"]
+    browser.check(page, "account")
+    assert browser.errors == [], "\n".join(browser.errors)
+
+
+def test_an_operator_is_shown_no_administration(browser: Browser) -> None:
+    page = browser.page("OPERATOR")
+    nav = page.get_by_role("navigation", name="Main")
+    playwright_api.expect(nav.get_by_role("link", name="Audit")).to_be_visible()
+    assert nav.get_by_role("link", name="Users").count() == 0
+    assert nav.get_by_role("link", name="Signals").count() == 0
+    page.goto("/settings")
+    playwright_api.expect(page.get_by_role("heading", name="Global variables")).to_be_visible()
+    assert page.get_by_role("form", name="Set a variable").count() == 0
+    page.goto("/schedules")
+    playwright_api.expect(page.get_by_role("heading", name="Schedules")).to_be_visible()
+    assert page.get_by_role("form", name="New schedule").count() == 0
+    assert browser.errors == [], "\n".join(browser.errors)

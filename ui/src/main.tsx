@@ -4,12 +4,20 @@ import { createRoot } from "react-dom/client";
 import { createBrowserRouter, RouterProvider } from "react-router";
 import { ApiError } from "./api";
 import { Layout } from "./components/Layout";
+import { AccountPage } from "./pages/Account";
+import { AuditPage } from "./pages/Audit";
+import { InvitePage } from "./pages/Invite";
 import { JobPage } from "./pages/Job";
 import { JobsPage } from "./pages/Jobs";
 import { LoginPage } from "./pages/Login";
 import { NotFoundPage } from "./pages/NotFound";
 import { OverviewPage } from "./pages/Overview";
 import { QueuesPage } from "./pages/Queues";
+import { SchedulesPage } from "./pages/Schedules";
+import { SettingsPage } from "./pages/Settings";
+import { SignalsPage } from "./pages/Signals";
+import { UsersPage } from "./pages/Users";
+import { WorkersPage } from "./pages/Workers";
 import { SessionProvider } from "./session";
 import "./styles.css";
 
@@ -26,6 +34,7 @@ const queries = new QueryClient({
 
 const router = createBrowserRouter([
   { path: "/login", element: <LoginPage /> },
+  { path: "/invite", element: <InvitePage /> },
   {
     element: <Layout />,
     children: [
@@ -33,6 +42,13 @@ const router = createBrowserRouter([
       { path: "/jobs", element: <JobsPage /> },
       { path: "/jobs/:id", element: <JobPage /> },
       { path: "/queues", element: <QueuesPage /> },
+      { path: "/schedules", element: <SchedulesPage /> },
+      { path: "/workers", element: <WorkersPage /> },
+      { path: "/signals", element: <SignalsPage /> },
+      { path: "/audit", element: <AuditPage /> },
+      { path: "/users", element: <UsersPage /> },
+      { path: "/settings", element: <SettingsPage /> },
+      { path: "/account", element: <AccountPage /> },
       { path: "*", element: <NotFoundPage /> },
     ],
   },

@@ -6,6 +6,19 @@ import { useSession } from "../session";
 
 type Theme = "light" | "dark";
 
+/** The main pages, each shown to the roles that may read what it shows. */
+const PAGES = [
+  { to: "/", label: "Overview", reads: "/api/queues" },
+  { to: "/jobs", label: "Jobs", reads: "/api/jobs" },
+  { to: "/queues", label: "Queues", reads: "/api/queues" },
+  { to: "/schedules", label: "Schedules", reads: "/api/schedules" },
+  { to: "/workers", label: "Workers", reads: "/api/workers" },
+  { to: "/signals", label: "Signals", reads: "/api/admin/signals/stats" },
+  { to: "/audit", label: "Audit", reads: "/api/audit" },
+  { to: "/users", label: "Users", reads: "/api/users" },
+  { to: "/settings", label: "Settings", reads: "/api/variables" },
+];
+
 function initialTheme(): Theme {
   const stored = localStorage.getItem("tickwork.theme");
   if (stored === "light" || stored === "dark") return stored;
@@ -27,7 +40,7 @@ export function ThemeToggle() {
 }
 
 export function Layout() {
-  const { user, ready } = useSession();
+  const { user, ready, can } = useSession();
   const location = useLocation();
   useEvents(user !== null);
   if (!ready) {
@@ -49,16 +62,16 @@ export function Layout() {
       <header className="top">
         <strong className="brand">tickwork</strong>
         <nav aria-label="Main">
-          <NavLink to="/" end>
-            Overview
-          </NavLink>
-          <NavLink to="/jobs">Jobs</NavLink>
-          <NavLink to="/queues">Queues</NavLink>
+          {PAGES.filter((p) => can("GET", p.reads)).map((p) => (
+            <NavLink key={p.to} to={p.to} end={p.to === "/"}>
+              {p.label}
+            </NavLink>
+          ))}
         </nav>
         <div className="who">
-          <span>
+          <NavLink to="/account">
             {user.email} <span className="badge">{user.role}</span>
-          </span>
+          </NavLink>
           <ThemeToggle />
           <button type="button" className="secondary" onClick={() => void logout()}>
             Sign out

@@ -3,6 +3,7 @@ import { useState, type FormEvent } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, post } from "../api";
 import { Confirm } from "../components/Confirm";
+import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
 import { live } from "../live";
 import { useSession } from "../session";
@@ -126,7 +127,7 @@ export function JobsPage() {
           {page.data.items.length === 0 ? (
             <Empty>No job matches. Change the filter, or enqueue one.</Empty>
           ) : (
-            <div className="scroll">
+            <Scroll label="Jobs table">
               <table>
                 <thead>
                   <tr>
@@ -163,7 +164,7 @@ export function JobsPage() {
                   ))}
                 </tbody>
               </table>
-            </div>
+            </Scroll>
           )}
           <nav className="pager" aria-label="Pages">
             {before && (

@@ -11,6 +11,7 @@ import {
   YAxis,
 } from "recharts";
 import { api } from "../api";
+import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
 import { live } from "../live";
 import { age, Time } from "../time";
@@ -129,7 +130,7 @@ export function OverviewPage() {
       ) : queues.data.length === 0 ? (
         <Empty>No queue holds jobs yet. Enqueue one from your code or with `tickwork jobs enqueue`.</Empty>
       ) : (
-        <div className="scroll">
+        <Scroll label="Queues table">
           <table>
             <thead>
               <tr>
@@ -159,7 +160,7 @@ export function OverviewPage() {
               ))}
             </tbody>
           </table>
-        </div>
+        </Scroll>
       )}
       <div className="columns">
         <section aria-labelledby="workers-title">

@@ -1,6 +1,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link } from "react-router";
 import { api, post } from "../api";
+import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
 import { live } from "../live";
 import { useSession } from "../session";
@@ -32,7 +33,7 @@ export function QueuesPage() {
       ) : queues.data.length === 0 ? (
         <Empty>No queue holds jobs yet.</Empty>
       ) : (
-        <div className="scroll">
+        <Scroll label="Queues table">
           <table>
             <thead>
               <tr>
@@ -75,7 +76,7 @@ export function QueuesPage() {
               ))}
             </tbody>
           </table>
-        </div>
+        </Scroll>
       )}
     </section>
   );
