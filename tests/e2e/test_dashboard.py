@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -62,6 +63,7 @@ def served(db_env: dict[str, str], app: App, tmp_path: Path) -> Iterator[str]:
     env = db_env | {
         "PYTHONPATH": os.pathsep.join(p for p in (str(E2E_DIR), os.environ.get("PYTHONPATH")) if p),
         "TICKWORK_WORKER__QUEUES": '["ui"]',
+        "TICKWORK_RUNTIMES__SERVE": '["bash"]',  # the definitions' page runs a bash script
     }
     port = free_port()
     process = subprocess.Popen(
@@ -313,7 +315,7 @@ def test_an_administrator_works_every_page(browser: Browser, served: str) -> Non
 
     # workers with their CPU and memory, signals with their reactors, the audit trail
     nav.get_by_role("link", name="Workers").click()
-    expect(page.get_by_role("article")).to_have_count(1)
+    expect(page.get_by_role("article").first).to_be_visible()  # the worker and the bash runtime
     browser.check(page, "workers")
     nav.get_by_role("link", name="Signals").click()
     expect(page.get_by_role("heading", name="Reactors")).to_be_visible()
@@ -376,4 +378,39 @@ def test_an_operator_is_shown_no_administration(browser: Browser) -> None:
     page.goto("/schedules")
     playwright_api.expect(page.get_by_role("heading", name="Schedules")).to_be_visible()
     assert page.get_by_role("form", name="New schedule").count() == 0
+    assert browser.errors == [], "\n".join(browser.errors)
+
+
+def test_a_script_written_in_the_editor_runs_with_its_output_shown(
+    browser: Browser, served: str
+) -> None:
+    expect = playwright_api.expect
+    page = browser.page("ADMIN")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Definitions").click()
+    page.get_by_role("link", name="New definition").click()
+    form = page.get_by_role("form", name="New definition")
+    form.get_by_label("Name", exact=True).fill("greet")
+    editor = form.get_by_role("textbox", name="Script", exact=True)
+    expect(editor).to_be_visible()
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type('echo "hi from the editor"')
+    expect(editor).to_have_text('echo "hi from the editor"')
+    browser.check(page, "definition-new")
+    form.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("heading", name="greet")).to_be_visible()
+    page.get_by_role("button", name="Run now").click()
+    expect(page.get_by_label("Output")).to_contain_text("hi from the editor")
+    expect(page.get_by_role("heading", name=re.compile(r"^Run #\d+: SUCCEEDED$"))).to_be_visible()
+    page.get_by_role("button", name="Make a webhook").click()
+    hook = page.get_by_label("Webhook URL").inner_text()
+    assert hook.startswith(f"{served}/api/webhooks/")
+    answer = httpx.post(hook, json={"event": "push"})
+    assert answer.status_code == 202, answer.text
+    page.reload()
+    expect(page.get_by_text("Attempts per hour, last 24 hours")).to_be_visible()
+    browser.check(page, "definition")
+    page.get_by_role("link", name="← Definitions").click()
+    expect(page.get_by_role("row", name="greet")).to_be_visible()
+    browser.check(page, "definitions")
     assert browser.errors == [], "\n".join(browser.errors)

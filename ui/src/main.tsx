@@ -6,6 +6,7 @@ import { ApiError } from "./api";
 import { Layout } from "./components/Layout";
 import { AccountPage } from "./pages/Account";
 import { AuditPage } from "./pages/Audit";
+import { DefinitionPage, DefinitionsPage, NewDefinitionPage } from "./pages/Definitions";
 import { InvitePage } from "./pages/Invite";
 import { JobPage } from "./pages/Job";
 import { JobsPage } from "./pages/Jobs";
@@ -43,6 +44,9 @@ const router = createBrowserRouter([
       { path: "/jobs/:id", element: <JobPage /> },
       { path: "/queues", element: <QueuesPage /> },
       { path: "/schedules", element: <SchedulesPage /> },
+      { path: "/definitions", element: <DefinitionsPage /> },
+      { path: "/definitions/new", element: <NewDefinitionPage /> },
+      { path: "/definitions/:id", element: <DefinitionPage /> },
       { path: "/workers", element: <WorkersPage /> },
       { path: "/signals", element: <SignalsPage /> },
       { path: "/audit", element: <AuditPage /> },

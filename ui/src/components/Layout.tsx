@@ -12,6 +12,7 @@ const PAGES = [
   { to: "/jobs", label: "Jobs", reads: "/api/jobs" },
   { to: "/queues", label: "Queues", reads: "/api/queues" },
   { to: "/schedules", label: "Schedules", reads: "/api/schedules" },
+  { to: "/definitions", label: "Definitions", reads: "/api/definitions" },
   { to: "/workers", label: "Workers", reads: "/api/workers" },
   { to: "/signals", label: "Signals", reads: "/api/admin/signals/stats" },
   { to: "/audit", label: "Audit", reads: "/api/audit" },

@@ -10,7 +10,20 @@ import { useSession } from "../session";
 import { Time } from "../time";
 import { JOB_STATES, type JobPage } from "../types";
 
-const FILTERS = ["state", "queue", "task"] as const;
+const FILTERS = ["state", "queue", "task", "created_from", "created_to"] as const;
+const TIMES = new Set<string>(["created_from", "created_to"]);
+
+/** A datetime-local value (the browser's zone) as an instant the API takes, and back. */
+function instant(local: string): string {
+  return new Date(local).toISOString();
+}
+
+function localValue(value: string | null): string {
+  if (!value) return "";
+  const at = new Date(value);
+  if (Number.isNaN(at.getTime())) return "";
+  return new Date(at.getTime() - at.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+}
 
 export function JobsPage() {
   const [params, setParams] = useSearchParams();
@@ -38,6 +51,8 @@ export function JobsPage() {
         state: filter.get("state") ? [filter.get("state")] : undefined,
         queue: filter.get("queue") ?? undefined,
         task: filter.get("task") ?? undefined,
+        created_from: filter.get("created_from") ?? undefined,
+        created_to: filter.get("created_to") ?? undefined,
       }),
     onSuccess: (answer, operation) => {
       setDone(`${operation}: ${answer.changed.length} of ${answer.matched} jobs changed`);
@@ -51,7 +66,7 @@ export function JobsPage() {
     const next = new URLSearchParams();
     for (const name of FILTERS) {
       const value = String(form.get(name) ?? "").trim();
-      if (value) next.set(name, value);
+      if (value) next.set(name, TIMES.has(name) ? instant(value) : value);
     }
     setParams(next);
   }
@@ -80,6 +95,22 @@ export function JobsPage() {
         <label>
           Task
           <input name="task" defaultValue={params.get("task") ?? ""} />
+        </label>
+        <label>
+          Created from
+          <input
+            name="created_from"
+            type="datetime-local"
+            defaultValue={localValue(params.get("created_from"))}
+          />
+        </label>
+        <label>
+          Created before
+          <input
+            name="created_to"
+            type="datetime-local"
+            defaultValue={localValue(params.get("created_to"))}
+          />
         </label>
         <button type="submit">Filter</button>
       </form>
