@@ -288,7 +288,7 @@ def test_the_event_stream_tells_what_changed(served: str) -> None:
     assert any(k == "finished" and f'"{job}"' in d for k, d in seen)
 
 
-def test_an_administrator_works_every_page(browser: Browser, served: str) -> None:
+def test_an_administrator_works_every_page(browser: Browser, served: str, app: App) -> None:
     expect = playwright_api.expect
     page = browser.page("ADMIN")
     nav = page.get_by_role("navigation", name="Main")
@@ -310,6 +310,12 @@ def test_an_administrator_works_every_page(browser: Browser, served: str) -> Non
     expect(page.get_by_role("row", name="nightly-hello")).to_be_visible()
     browser.check(page, "schedules")
     page.get_by_role("button", name="Run schedule nightly-hello now").click()
+    edit = page.get_by_role("row", name="nightly-hello")
+    edit.get_by_text("Edit").click()
+    editing = page.get_by_role("form", name="Edit schedule nightly-hello")
+    editing.get_by_label("Cron").fill("30 4 * * *")
+    editing.get_by_role("button", name="Save").click()
+    expect(edit).to_contain_text("30 4 * * *")
     page.get_by_role("button", name="Delete schedule nightly-hello").click()
     expect(page.get_by_role("row", name="nightly-hello")).to_have_count(0)
 
@@ -317,10 +323,14 @@ def test_an_administrator_works_every_page(browser: Browser, served: str) -> Non
     nav.get_by_role("link", name="Workers").click()
     expect(page.get_by_role("article").first).to_be_visible()  # the worker and the bash runtime
     browser.check(page, "workers")
+    emitted = app.signals.emit("ui.ping", aggregate_key="dashboard").signal_id
     nav.get_by_role("link", name="Signals").click()
     expect(page.get_by_role("heading", name="Reactors")).to_be_visible()
     expect(page.get_by_role("row", name="signal-retention")).to_be_visible()
     browser.check(page, "signals")
+    page.get_by_role("link", name=f"#{emitted}").click()
+    expect(page.get_by_role("heading", name=re.compile(rf"^Signal #{emitted} "))).to_be_visible()
+    browser.check(page, "signal")
     nav.get_by_role("link", name="Audit").click()
     expect(page.get_by_role("cell", name="schedule.deleted")).to_be_visible()
     browser.check(page, "audit")

@@ -16,6 +16,7 @@ import { OverviewPage } from "./pages/Overview";
 import { QueuesPage } from "./pages/Queues";
 import { SchedulesPage } from "./pages/Schedules";
 import { SettingsPage } from "./pages/Settings";
+import { SignalPage } from "./pages/Signal";
 import { SignalsPage } from "./pages/Signals";
 import { UsersPage } from "./pages/Users";
 import { WorkersPage } from "./pages/Workers";
@@ -49,6 +50,7 @@ const router = createBrowserRouter([
       { path: "/definitions/:id", element: <DefinitionPage /> },
       { path: "/workers", element: <WorkersPage /> },
       { path: "/signals", element: <SignalsPage /> },
+      { path: "/signals/:id", element: <SignalPage /> },
       { path: "/audit", element: <AuditPage /> },
       { path: "/users", element: <UsersPage /> },
       { path: "/settings", element: <SettingsPage /> },

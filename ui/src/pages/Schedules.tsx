@@ -85,6 +85,42 @@ function CreateForm() {
   );
 }
 
+function EditForm({ schedule }: { schedule: Schedule }) {
+  const client = useQueryClient();
+  const edit = useMutation({
+    mutationFn: (body: Record<string, unknown>) =>
+      api(`/api/schedules/${encodeURIComponent(schedule.name)}`, {
+        method: "PATCH",
+        body: JSON.stringify(body),
+      }),
+    onSuccess: () => void client.invalidateQueries({ queryKey: ["schedules"] }),
+  });
+  function submit(event: FormEvent<HTMLFormElement>) {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    edit.mutate({ cron: String(form.get("cron")), timezone: String(form.get("timezone")) });
+  }
+  return (
+    <details>
+      <summary>Edit</summary>
+      <form className="inline" onSubmit={submit} aria-label={`Edit schedule ${schedule.name}`}>
+        <label>
+          Cron
+          <input name="cron" defaultValue={schedule.cron} required />
+        </label>
+        <label>
+          Time zone
+          <input name="timezone" defaultValue={schedule.timezone} required />
+        </label>
+        <button type="submit" className="secondary" disabled={edit.isPending}>
+          Save
+        </button>
+      </form>
+      {edit.isError && <Failure error={edit.error} />}
+    </details>
+  );
+}
+
 export function SchedulesPage() {
   const { can } = useSession();
   const schedules = useQuery({
@@ -147,7 +183,10 @@ export function SchedulesPage() {
                         refresh={["schedules"]}
                       />
                     )}
-                    {s.origin !== "code" && can("DELETE", "/api/schedules/{name}") && (
+                    {s.origin === "api" && can("PATCH", "/api/schedules/{name}") && (
+                      <EditForm schedule={s} />
+                    )}
+                    {s.origin === "api" && can("DELETE", "/api/schedules/{name}") && (
                       <Action
                         label="Delete"
                         name={`Delete schedule ${s.name}`}

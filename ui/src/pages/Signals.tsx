@@ -5,6 +5,7 @@ import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
 import { live } from "../live";
 import { Time } from "../time";
+import { SignalList } from "./Signal";
 
 interface Stat {
   status: string;
@@ -107,6 +108,7 @@ export function SignalsPage() {
           ))}
         </ul>
       )}
+      <SignalList />
       <h2>Reactors</h2>
       {reactors.isPending ? (
         <Loading what="reactors" />
