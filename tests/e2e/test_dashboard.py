@@ -247,6 +247,16 @@ def test_a_viewer_is_shown_no_action_and_an_ended_session_goes_back_to_sign_in(
     page.goto("/nowhere")
     expect(page.get_by_role("heading", name="No such page")).to_be_visible()
 
+    # a phone: every page fits its width (wide tables scroll in their own frame)
+    page.set_viewport_size({"width": 390, "height": 844})
+    for path, heading in (("/", "Overview"), ("/jobs", "Jobs"), (f"/jobs/{dead}", f"Job #{dead}")):
+        page.goto(path)
+        expect(page.get_by_role("heading", name=heading, exact=False).first).to_be_visible()
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, f"{path} is {overflow}px wider than a phone"
+    browser.check(page, "jobs-phone")
+    page.set_viewport_size({"width": 1280, "height": 860})
+
     # the administrator disables the viewer: the next refresh is refused, back to sign-in
     admin = {"Authorization": f"Bearer {token(served, 'ADMIN')}"}
     users = httpx.get(f"{served}/api/users", headers=admin).json()

@@ -115,7 +115,7 @@ function Tokens() {
       {shown && (
         <div role="status" className="note">
           <p>Copy this token now: it is not shown again.</p>
-          <pre className="code" aria-label="New token">
+          <pre className="code" tabIndex={0} aria-label="New token">
             {shown}
           </pre>
         </div>

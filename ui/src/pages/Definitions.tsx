@@ -272,12 +272,12 @@ function LastRun({ jobId }: { jobId: number }) {
         <span className={`state ${job.data.state.toLowerCase()}`}>{job.data.state}</span>
       </h2>
       {result?.stdout !== undefined && (
-        <pre className="code" aria-label="Output">
+        <pre className="code" tabIndex={0} aria-label="Output">
           {result.stdout}
           {result.stderr}
         </pre>
       )}
-      {result && result.stdout === undefined && <pre className="code">{JSON.stringify(result, null, 2)}</pre>}
+      {result && result.stdout === undefined && <pre className="code" tabIndex={0}>{JSON.stringify(result, null, 2)}</pre>}
       {job.data.error && (
         <p className="problem">
           {job.data.error.type}: {job.data.error.message}
@@ -338,7 +338,7 @@ export function DefinitionPage() {
       {hook && (
         <div role="status" className="note">
           <p>POST to this URL runs the definition (shown once; rotating makes a new one):</p>
-          <pre className="code" aria-label="Webhook URL">
+          <pre className="code" tabIndex={0} aria-label="Webhook URL">
             {hook}
           </pre>
         </div>
@@ -360,11 +360,11 @@ export function DefinitionPage() {
       </dl>
       <h2>What it runs</h2>
       {d.kind === "script" ? (
-        <pre className="code" aria-label="Script">
+        <pre className="code" tabIndex={0} aria-label="Script">
           {String(d.spec.source ?? "")}
         </pre>
       ) : (
-        <pre className="code">{JSON.stringify(d.spec, null, 2)}</pre>
+        <pre className="code" tabIndex={0}>{JSON.stringify(d.spec, null, 2)}</pre>
       )}
       <h2>Activity</h2>
       <Activity id={id} />

@@ -8,7 +8,7 @@ import { Time } from "../time";
 import { FINAL, type JobDetail, type TimelineEntry } from "../types";
 
 function Json({ value }: { value: unknown }) {
-  return <pre className="code">{JSON.stringify(value, null, 2)}</pre>;
+  return <pre className="code" tabIndex={0}>{JSON.stringify(value, null, 2)}</pre>;
 }
 
 export function JobPage() {
@@ -100,7 +100,7 @@ export function JobPage() {
             <strong>{j.error.type}</strong>: {j.error.message}
           </p>
           {j.error.traceback && (
-            <pre className="code" aria-label="Traceback">
+            <pre className="code" tabIndex={0} aria-label="Traceback">
               {j.error.traceback}
             </pre>
           )}

@@ -178,7 +178,7 @@ export function SignalPage() {
         <dd>{s.error_message ?? "-"}</dd>
       </dl>
       <h2>Payload</h2>
-      <pre className="code">{JSON.stringify(s.payload, null, 2)}</pre>
+      <pre className="code" tabIndex={0}>{JSON.stringify(s.payload, null, 2)}</pre>
       <h2>Deliveries</h2>
       {deliveries.length === 0 ? (
         <Empty>No reactor has taken it up yet.</Empty>

@@ -73,7 +73,7 @@ function Invites() {
       {link && (
         <div role="status" className="note">
           <p>Send this link to the person invited (it is not shown again):</p>
-          <pre className="code" aria-label="Invite link">
+          <pre className="code" tabIndex={0} aria-label="Invite link">
             {link}
           </pre>
         </div>
