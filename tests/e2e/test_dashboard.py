@@ -10,6 +10,7 @@ lists refresh by themselves), never a fixed sleep."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -296,6 +297,14 @@ def test_the_event_stream_tells_what_changed(served: str) -> None:
                     break
     assert ("jobs", '{"queues":["ui"]}') in seen or any(k == "resync" for k, _ in seen)
     assert any(k == "finished" and f'"{job}"' in d for k, d in seen)
+
+    # one user holds at most 10 streams: the 11th is refused (the page polls instead)
+    with contextlib.ExitStack() as held, httpx.Client(base_url=served, timeout=START_GUARD) as c:
+        for _ in range(10):
+            stream = held.enter_context(c.stream("GET", "/api/events", headers=headers))
+            assert next(stream.iter_lines()) == ": tickwork events"  # registered
+        refused = c.get("/api/events", headers=headers)
+        assert refused.status_code == 503 and "10 event streams" in refused.text
 
 
 def test_an_administrator_works_every_page(browser: Browser, served: str, app: App) -> None:

@@ -73,5 +73,7 @@ async def test_the_route_table_is_served_for_the_dashboard_to_gate_its_actions(a
     assert table[("GET", "/api/users")] == "ADMIN"
     assert table[("POST", "/api/auth/login")] is None
     assert (await api.client.get("/api/routes")).status_code == 401
-    health = await api.client.get("/api/health", headers=api.headers(Role.VIEWER))
+    health = await api.client.get("/api/health", headers=api.headers(Role.OPERATOR))
     assert health.status_code == 200 and isinstance(health.json()["warnings"], list)
+    refused = await api.client.get("/api/health", headers=api.headers(Role.VIEWER))
+    assert refused.status_code == 403  # the report names the database's sessions

@@ -11,7 +11,7 @@ the signed-in user. The listener runs while at least one stream is open.
 A stream is checked like any request when it opens, and its access token again every
 :data:`RECHECK` seconds: a user disabled, a role changed or a token expired ends it (the
 page then renews its token and opens a new one). At most :data:`MAX_STREAMS` streams per
-process (503 beyond).
+process, :data:`MAX_STREAMS_PER_USER` per user (503 beyond: the page polls instead).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import StreamingResponse
 
-from tickwork.api.security import Services, services
+from tickwork.api.security import Services, caller, services
 from tickwork.errors import DatabaseUnavailable, TickworkError
 from tickwork.worker.listener import Listener
 
@@ -47,6 +47,9 @@ RECHECK = 15.0
 """Seconds between two checks of a stream's access token."""
 MAX_STREAMS = 200
 """Open streams one API process serves at most."""
+MAX_STREAMS_PER_USER = 10
+"""Open streams one user may hold in one API process (a tab each): one user cannot take
+every stream from the others."""
 MAX_IDS = 100
 """Job ids one event carries at most (more: the page reloads what it shows)."""
 
@@ -54,7 +57,8 @@ MAX_IDS = 100
 class _Stream:
     """What one open stream has not been told yet."""
 
-    def __init__(self) -> None:
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
         self.pending: dict[str, set[str]] = {}
         self.wake = asyncio.Event()
 
@@ -91,14 +95,18 @@ class EventHub:
         for stream in self._streams:  # what was sent while not listening is lost: look again
             stream.add("resync", "")
 
-    def full(self) -> bool:
-        """Whether this process serves as many streams as it may."""
-        return len(self._streams) >= MAX_STREAMS
+    def refusal(self, owner: str) -> str | None:
+        """Why this process opens no more streams (for ``owner``), or None."""
+        if len(self._streams) >= MAX_STREAMS:
+            return f"this process serves {MAX_STREAMS} event streams already"
+        if sum(s.owner == owner for s in self._streams) >= MAX_STREAMS_PER_USER:
+            return f"this user holds {MAX_STREAMS_PER_USER} event streams already"
+        return None
 
     @contextlib.asynccontextmanager
-    async def open(self) -> AsyncIterator[_Stream]:
+    async def open(self, owner: str) -> AsyncIterator[_Stream]:
         """A stream, for as long as the caller holds it; the listener runs while any is."""
-        stream = _Stream()
+        stream = _Stream(owner)
         self._streams.add(stream)
         if self._task is None or self._task.done():
             self._stop = asyncio.Event()
@@ -145,15 +153,15 @@ async def events(request: Request, svc: Services = Depends(services)) -> Streami
     ``resync`` (the listener reconnected: anything may have changed)."""
     token = (request.headers.get("authorization") or "").partition(" ")[2]
     hub = _hub(svc)
-    if hub.full():
-        raise DatabaseUnavailable(
-            f"this process serves {MAX_STREAMS} event streams already; the page polls instead"
-        )
+    owner = caller(request).actor
+    refusal = hub.refusal(owner)
+    if refusal is not None:
+        raise DatabaseUnavailable(f"{refusal}; the page polls instead")
 
     async def body() -> AsyncIterator[bytes]:
         loop = asyncio.get_running_loop()
         checked = loop.time()
-        async with hub.open() as stream:
+        async with hub.open(owner) as stream:
             yield b": tickwork events\nretry: 3000\n\n"
             while True:
                 with contextlib.suppress(TimeoutError):

@@ -90,7 +90,7 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/workers"): VIEWER,
     ("GET", "/api/workers/metrics"): VIEWER,
     ("GET", "/api/leaders"): VIEWER,
-    ("GET", "/api/health"): VIEWER,
+    ("GET", "/api/health"): OPERATOR,  # names the database's sessions (xmin holders)
     ("GET", "/api/routes"): VIEWER,
     ("GET", "/api/events"): VIEWER,
     ("GET", "/api/audit"): OPERATOR,

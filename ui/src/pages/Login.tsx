@@ -6,7 +6,7 @@ import { useSession } from "../session";
 
 /** Where to go after signing in: a path of this dashboard only (never another site). */
 function safeNext(next: string | null): string {
-  return next && next.startsWith("/") && !next.startsWith("//") ? next : "/";
+  return next && /^\/(?![/\\])/.test(next) && !next.includes("\\") ? next : "/";
 }
 
 export function LoginPage() {

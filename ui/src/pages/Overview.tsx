@@ -11,6 +11,7 @@ import {
   YAxis,
 } from "recharts";
 import { api } from "../api";
+import { useSession } from "../session";
 import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
 import { live } from "../live";
@@ -70,6 +71,7 @@ function ThroughputChart() {
 }
 
 export function OverviewPage() {
+  const { can } = useSession();
   const queues = useQuery({
     queryKey: ["queues"],
     queryFn: () => api<QueueStats[]>("/api/queues"),
@@ -89,6 +91,7 @@ export function OverviewPage() {
     queryKey: ["health"],
     queryFn: () => api<Health>("/api/health"),
     refetchInterval: 30_000,
+    enabled: can("GET", "/api/health"),
   });
   const totals = { pending: 0, running: 0, failed: 0, dead_letter: 0 };
   for (const q of queues.data ?? []) {
