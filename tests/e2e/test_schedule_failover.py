@@ -45,6 +45,11 @@ def holder_pid(sql: psycopg.Connection[Any]) -> int | None:
     return int(row[0].split(":")[1]) if row else None
 
 
+def registered(sql: psycopg.Connection[Any]) -> set[int]:
+    """The pids of the worker processes that have registered (their services are running)."""
+    return {pid for (pid,) in sql.execute("SELECT pid FROM workers WHERE stopped_at IS NULL")}
+
+
 def fire_count(sql: psycopg.Connection[Any]) -> int:
     row = sql.execute("SELECT count(*) FROM jobs WHERE schedule_id IS NOT NULL").fetchone()
     return int(row[0]) if row else 0
@@ -112,6 +117,9 @@ def test_five_schedulers_with_the_leader_killed_repeatedly_fire_each_time_once(
         live[replacement.pid] = replacement
     fired = fire_count(sql)
     wait_for(lambda: fire_count(sql) >= fired + 3, "the last holder to fire")
+    # a replacement may still be starting (slow under load): stop each once it has registered,
+    # so its clean stop is what is checked, not a SIGTERM that lands before its handler
+    wait_for(lambda: set(live) <= registered(sql), "every live process to have started")
     for proc in live.values():
         proc.send_signal(signal.SIGTERM)
     assert all(proc.wait(60) == 0 for proc in live.values())
