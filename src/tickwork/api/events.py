@@ -11,7 +11,7 @@ the signed-in user. The listener runs while at least one stream is open.
 A stream is checked like any request when it opens, and its access token again every
 :data:`RECHECK` seconds: a user disabled, a role changed or a token expired ends it (the
 page then renews its token and opens a new one). At most :data:`MAX_STREAMS` streams per
-process, :data:`MAX_STREAMS_PER_USER` per user (503 beyond: the page polls instead).
+process, :data:`MAX_STREAMS_PER_USER` per user (429 beyond: the page polls instead).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import StreamingResponse
 
 from tickwork.api.security import Services, caller, services
-from tickwork.errors import DatabaseUnavailable, TickworkError
+from tickwork.errors import Throttled, TickworkError
 from tickwork.worker.listener import Listener
 
 if TYPE_CHECKING:
@@ -155,8 +155,8 @@ async def events(request: Request, svc: Services = Depends(services)) -> Streami
     hub = _hub(svc)
     owner = caller(request).actor
     refusal = hub.refusal(owner)
-    if refusal is not None:
-        raise DatabaseUnavailable(f"{refusal}; the page polls instead")
+    if refusal is not None:  # the page polls instead
+        raise Throttled(f"the event stream ({refusal})", KEEPALIVE)
 
     async def body() -> AsyncIterator[bytes]:
         loop = asyncio.get_running_loop()
@@ -164,10 +164,10 @@ async def events(request: Request, svc: Services = Depends(services)) -> Streami
         async with hub.open(owner) as stream:
             yield b": tickwork events\nretry: 3000\n\n"
             while True:
+                # a client that went away is found at the next write (a keepalive at most
+                # KEEPALIVE seconds later), which ends this generator and frees its place
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stream.wake.wait(), KEEPALIVE)
-                if await request.is_disconnected():
-                    return
                 if loop.time() - checked >= RECHECK:
                     try:
                         await svc.auth.authenticate(token)
