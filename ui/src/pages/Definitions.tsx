@@ -4,6 +4,7 @@ import { Link, useNavigate, useParams } from "react-router";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { api, post } from "../api";
 import { Action } from "../components/Action";
+import { Confirm } from "../components/Confirm";
 import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
 import { live } from "../live";
@@ -287,6 +288,98 @@ function LastRun({ jobId }: { jobId: number }) {
   );
 }
 
+function EditDefinition({ definition }: { definition: Definition }) {
+  const client = useQueryClient();
+  const [source, setSource] = useState(String(definition.spec.source ?? ""));
+  const edit = useMutation({
+    mutationFn: (body: Record<string, unknown>) =>
+      api<Definition>(`/api/definitions/${definition.id}`, {
+        method: "PATCH",
+        body: JSON.stringify(body),
+      }),
+    onSuccess: () => void client.invalidateQueries({ queryKey: ["definition", String(definition.id)] }),
+  });
+  function submit(event: FormEvent<HTMLFormElement>) {
+    event.preventDefault();
+    const form = new FormData(event.currentTarget);
+    const cron = String(form.get("cron") ?? "").trim();
+    const body: Record<string, unknown> = {
+      description: String(form.get("description") ?? ""),
+      cron: cron || null,
+      timezone: String(form.get("timezone") || definition.timezone),
+    };
+    if (definition.kind === "script") body.script = { ...definition.spec, source };
+    else
+      body.http = {
+        ...definition.spec,
+        method: String(form.get("method")),
+        url: String(form.get("url")),
+        body: String(form.get("body") ?? "") || null,
+      };
+    edit.mutate(body);
+  }
+  return (
+    <details>
+      <summary>Edit</summary>
+      <form className="stack wide-form" onSubmit={submit} aria-label={`Edit ${definition.name}`}>
+        <label>
+          Description
+          <input name="description" defaultValue={definition.description} maxLength={2000} />
+        </label>
+        {definition.kind === "script" ? (
+          <>
+            <span className="label">Script ({String(definition.spec.language)})</span>
+            <Suspense fallback={<Loading what="the editor" />}>
+              <CodeEditor
+                value={source}
+                lang={String(definition.spec.language)}
+                label="Script"
+                onChange={setSource}
+              />
+            </Suspense>
+          </>
+        ) : (
+          <>
+            <label>
+              Method
+              <select name="method" defaultValue={String(definition.spec.method)}>
+                {["GET", "POST", "PUT", "PATCH", "DELETE"].map((m) => (
+                  <option key={m}>{m}</option>
+                ))}
+              </select>
+            </label>
+            <label>
+              URL
+              <input name="url" type="url" required defaultValue={String(definition.spec.url)} />
+            </label>
+            <label>
+              Body
+              <textarea name="body" rows={4} defaultValue={String(definition.spec.body ?? "")} />
+            </label>
+          </>
+        )}
+        <label>
+          Cron (empty: none)
+          <input name="cron" defaultValue={definition.cron ?? ""} />
+        </label>
+        <label>
+          Time zone
+          <input name="timezone" defaultValue={definition.timezone} />
+        </label>
+        <button type="submit" disabled={edit.isPending}>
+          Save a new version
+        </button>
+        {edit.isSuccess && (
+          <p role="status" className="note">
+            Saved: version {edit.data.version}.
+          </p>
+        )}
+        {edit.isError && <Failure error={edit.error} />}
+      </form>
+    </details>
+  );
+}
+
 export function DefinitionPage() {
   const { id = "" } = useParams();
   const { can } = useSession();
@@ -299,6 +392,11 @@ export function DefinitionPage() {
   const start = useMutation({
     mutationFn: () => post<{ job_id: number }>(`/api/definitions/${id}/run`),
     onSuccess: (answer) => setRun(answer.job_id),
+  });
+  const navigate = useNavigate();
+  const remove = useMutation({
+    mutationFn: () => api(`/api/definitions/${id}`, { method: "DELETE" }),
+    onSuccess: () => navigate("/definitions"),
   });
   const rotate = useMutation({
     mutationFn: () => post<{ path: string; token: string }>(`/api/definitions/${id}/webhook`),
@@ -332,7 +430,25 @@ export function DefinitionPage() {
             {d.webhook ? "Rotate webhook" : "Make a webhook"}
           </button>
         )}
+        {d.webhook && can("DELETE", "/api/definitions/{id}/webhook") && (
+          <Action
+            label="Remove webhook"
+            run={() => api(`/api/definitions/${id}/webhook`, { method: "DELETE" })}
+            refresh={["definition", id]}
+          />
+        )}
+        {can("DELETE", "/api/definitions/{id}") && (
+          <Confirm
+            trigger="Delete"
+            title={`Delete ${d.name}?`}
+            action="Delete it"
+            onConfirm={() => remove.mutate()}
+          >
+            <p>Its schedule and webhook go with it; the jobs it ran stay, as history.</p>
+          </Confirm>
+        )}
       </div>
+      {remove.isError && <Failure error={remove.error} />}
       {start.isError && <Failure error={start.error} />}
       {rotate.isError && <Failure error={rotate.error} />}
       {hook && (
@@ -358,6 +474,7 @@ export function DefinitionPage() {
         <dt>Version</dt>
         <dd>{d.version}</dd>
       </dl>
+      {can("PATCH", "/api/definitions/{id}") && <EditDefinition definition={d} />}
       <h2>What it runs</h2>
       {d.kind === "script" ? (
         <pre className="code" tabIndex={0} aria-label="Script">
