@@ -44,6 +44,36 @@ const SAMPLE: Record<string, string> = {
   groovy: 'println "hello from tickwork"\n',
 };
 
+/** An HTTP call's method, URL and body: empty for a new definition, else ``spec``'s. */
+function HttpFields({ spec }: { spec?: Record<string, unknown> }) {
+  return (
+    <>
+      <label>
+        Method
+        <select name="method" defaultValue={String(spec?.method ?? "GET")}>
+          {["GET", "POST", "PUT", "PATCH", "DELETE"].map((m) => (
+            <option key={m}>{m}</option>
+          ))}
+        </select>
+      </label>
+      <label>
+        URL
+        <input
+          name="url"
+          type="url"
+          required
+          placeholder="https://example.com/hook"
+          defaultValue={spec ? String(spec.url) : undefined}
+        />
+      </label>
+      <label>
+        Body (may use {"{{ vars.NAME }}"})
+        <textarea name="body" rows={4} defaultValue={String(spec?.body ?? "")} />
+      </label>
+    </>
+  );
+}
+
 export function DefinitionsPage() {
   const { can } = useSession();
   const list = useQuery({
@@ -187,24 +217,7 @@ export function NewDefinitionPage() {
             </Suspense>
           </>
         ) : (
-          <>
-            <label>
-              Method
-              <select name="method" defaultValue="GET">
-                {["GET", "POST", "PUT", "PATCH", "DELETE"].map((m) => (
-                  <option key={m}>{m}</option>
-                ))}
-              </select>
-            </label>
-            <label>
-              URL
-              <input name="url" type="url" required placeholder="https://example.com/hook" />
-            </label>
-            <label>
-              Body (may use {"{{ vars.NAME }}"})
-              <textarea name="body" rows={4} />
-            </label>
-          </>
+          <HttpFields />
         )}
         <label>
           Cron (empty: only run by hand or webhook)
@@ -339,24 +352,7 @@ function EditDefinition({ definition }: { definition: Definition }) {
             </Suspense>
           </>
         ) : (
-          <>
-            <label>
-              Method
-              <select name="method" defaultValue={String(definition.spec.method)}>
-                {["GET", "POST", "PUT", "PATCH", "DELETE"].map((m) => (
-                  <option key={m}>{m}</option>
-                ))}
-              </select>
-            </label>
-            <label>
-              URL
-              <input name="url" type="url" required defaultValue={String(definition.spec.url)} />
-            </label>
-            <label>
-              Body
-              <textarea name="body" rows={4} defaultValue={String(definition.spec.body ?? "")} />
-            </label>
-          </>
+          <HttpFields spec={definition.spec} />
         )}
         <label>
           Cron (empty: none)
