@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import subprocess
 import sys
@@ -109,3 +110,39 @@ def spawner(
         yield lambda name, **extra: procs.start(name, *args, **extra)
     finally:
         procs.close()
+
+
+@contextlib.contextmanager
+def serving(
+    env: dict[str, str], cwd: Path, *args: str
+) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
+    """``python -m tickwork serve ARGS --port <free>`` until it prints its ``roles:`` line
+    (ready): the process, its URL and what it printed up to then. Stopped with SIGTERM at
+    the end (killed if it does not stop)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tickwork", "serve", *args, "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=cwd,
+    )
+    try:
+        assert process.stdout is not None
+        lines: list[str] = []
+        while line := process.stdout.readline():
+            lines.append(line)  # up to the line serve prints once it is ready (or its end)
+            if line.startswith("roles:"):
+                break
+        printed = "".join(lines)
+        assert lines and lines[-1].startswith("roles:"), printed
+        yield process, f"http://127.0.0.1:{port}", printed
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=HANG_GUARD)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

@@ -13,9 +13,6 @@ import asyncio
 import contextlib
 import os
 import re
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +23,7 @@ import pytest
 from tickwork import App
 from tickwork.auth import AuthService
 
-from .support import free_port
+from .support import serving
 
 pytestmark = pytest.mark.e2e
 
@@ -66,31 +63,8 @@ def served(db_env: dict[str, str], app: App, tmp_path: Path) -> Iterator[str]:
         "TICKWORK_WORKER__QUEUES": '["ui"]',
         "TICKWORK_RUNTIMES__SERVE": '["bash"]',  # the definitions' page runs a bash script
     }
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "tickwork", "serve", "--app", "dashboard_app:app"),
-            *("--port", str(port), "--log-level", "ERROR"),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=tmp_path,
-    )
-    try:
-        assert process.stdout is not None
-        printed = []
-        for line in process.stdout:
-            printed.append(line)
-            if line.startswith("roles:"):
-                break
-        assert printed and printed[-1].startswith("roles:"), "".join(printed)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=START_GUARD)
+    with serving(env, tmp_path, "--app", "dashboard_app:app", "--log-level", "ERROR") as started:
+        yield started[1]  # its URL
 
 
 def token(url: str, role: str) -> str:

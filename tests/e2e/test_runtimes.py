@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ import psycopg
 import pytest
 
 from ..processes import alive
-from .support import free_port, spawner, tickwork, wait_for
+from .support import serving, spawner, tickwork, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -145,22 +143,7 @@ def test_a_webhook_process_serves_only_the_webhooks(
     made = tickwork(db_env, "definitions", "webhook", "hooked")
     assert made.returncode == 0, made.stderr
     path = made.stdout.split()[1]
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tickwork", "serve", "--roles", "webhook", "--port", str(port)],
-        env=db_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=tmp_path,
-    )
-    try:
-        assert process.stdout is not None
-        lines: list[str] = []
-        while (line := process.stdout.readline()) and not line.startswith("roles:"):
-            lines.append(line)  # up to the line serve prints once it is ready (or its end)
-        printed = "".join(lines)
-        url = f"http://127.0.0.1:{port}"
+    with serving(db_env, tmp_path, "--roles", "webhook") as (process, url, printed):
         assert f"serving webhooks on {url}/api/webhooks/" in printed, printed
         assert "administrator" not in printed
         with httpx.Client(base_url=url, timeout=30) as client:
@@ -174,10 +157,6 @@ def test_a_webhook_process_serves_only_the_webhooks(
             assert login.status_code == 401
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     job_id = called.json()["job_id"]
     shown = tickwork(db_env, "jobs", "show", str(job_id), "--json")
     assert json.loads(shown.stdout)["args"]["trigger"]["via"] == "webhook"

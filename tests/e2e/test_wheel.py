@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import zipfile
@@ -16,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .support import free_port
+from .support import serving
 
 pytestmark = pytest.mark.e2e
 
@@ -62,24 +61,7 @@ def test_the_wheel_serves_the_dashboard_without_node(
             p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "node").exists()
         ),
     }
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tickwork", "serve", "--roles", "api", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=tmp_path,
-    )
-    try:
-        assert process.stdout is not None
-        printed = []
-        for line in process.stdout:
-            printed.append(line)
-            if line.startswith("roles:"):
-                break
-        assert printed and printed[-1].startswith("roles:"), "".join(printed)
-        url = f"http://127.0.0.1:{port}"
+    with serving(env, tmp_path, "--roles", "api") as (_, url, _):
         page = httpx.get(f"{url}/jobs", timeout=START_GUARD)
         assert page.status_code == 200 and '<div id="root">' in page.text
         for path in re.findall(r'(?:src|href)="(/assets/[^"]+)"', page.text):
@@ -92,6 +74,3 @@ def test_the_wheel_serves_the_dashboard_without_node(
             check=True,
         )
         assert where.stdout.startswith(str(tmp_path / "installed"))
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=START_GUARD)

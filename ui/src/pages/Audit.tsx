@@ -1,9 +1,9 @@
 import { useQuery } from "@tanstack/react-query";
-import type { FormEvent } from "react";
-import { Link, useSearchParams } from "react-router";
+import { Link } from "react-router";
 import { api } from "../api";
 import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
+import { Pager, useListing } from "../listing";
 import { Time } from "../time";
 
 interface AuditEvent {
@@ -19,29 +19,11 @@ interface AuditEvent {
 const FILTERS = ["actor", "event_type", "target_type", "target_id"] as const;
 
 export function AuditPage() {
-  const [params, setParams] = useSearchParams();
-  const query = new URLSearchParams();
-  for (const name of [...FILTERS, "before_id"]) {
-    const value = params.get(name);
-    if (value) query.set(name, value);
-  }
-  query.set("limit", "50");
+  const { params, filter, before, query, apply } = useListing(FILTERS);
   const page = useQuery({
     queryKey: ["audit", query.toString()],
     queryFn: () => api<{ items: AuditEvent[]; next_cursor: number | null }>(`/api/audit?${query}`),
   });
-  function apply(event: FormEvent<HTMLFormElement>) {
-    event.preventDefault();
-    const form = new FormData(event.currentTarget);
-    const next = new URLSearchParams();
-    for (const name of FILTERS) {
-      const value = String(form.get(name) ?? "").trim();
-      if (value) next.set(name, value);
-    }
-    setParams(next);
-  }
-  const older = new URLSearchParams(params);
-  if (page.data?.next_cursor) older.set("before_id", String(page.data.next_cursor));
   return (
     <section aria-labelledby="audit-title">
       <h1 id="audit-title">Audit log</h1>
@@ -96,18 +78,7 @@ export function AuditPage() {
           </table>
         </Scroll>
       )}
-      <nav className="pager" aria-label="Pages">
-        {params.get("before_id") && (
-          <Link to="/audit" className="button secondary">
-            Newest
-          </Link>
-        )}
-        {page.data?.next_cursor && (
-          <Link to={`/audit?${older}`} className="button secondary">
-            Older
-          </Link>
-        )}
-      </nav>
+      <Pager base="/audit" filter={filter} before={before} next={page.data?.next_cursor} />
     </section>
   );
 }

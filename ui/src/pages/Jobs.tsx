@@ -1,10 +1,11 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { useState, type FormEvent } from "react";
-import { Link, useSearchParams } from "react-router";
+import { useState } from "react";
+import { Link } from "react-router";
 import { api, post } from "../api";
 import { Confirm } from "../components/Confirm";
 import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
+import { Pager, useListing } from "../listing";
 import { live } from "../live";
 import { useSession } from "../session";
 import { Time } from "../time";
@@ -26,20 +27,13 @@ function localValue(value: string | null): string {
 }
 
 export function JobsPage() {
-  const [params, setParams] = useSearchParams();
+  const { params, filter, before, query, apply } = useListing(FILTERS, (name, value) =>
+    TIMES.has(name) ? instant(value) : value,
+  );
   const { can } = useSession();
   const client = useQueryClient();
   const [done, setDone] = useState<string | null>(null);
-  const filter = new URLSearchParams();
-  for (const name of FILTERS) {
-    const value = params.get(name);
-    if (value) filter.set(name, value);
-  }
-  const before = params.get("before_id");
-  const query = new URLSearchParams(filter);
-  query.set("limit", "50");
   query.set("count", "true");
-  if (before) query.set("before_id", before);
   const page = useQuery({
     queryKey: ["jobs", query.toString()],
     queryFn: () => api<JobPage>(`/api/jobs?${query}`),
@@ -60,16 +54,6 @@ export function JobsPage() {
     },
   });
 
-  function apply(event: FormEvent<HTMLFormElement>) {
-    event.preventDefault();
-    const form = new FormData(event.currentTarget);
-    const next = new URLSearchParams();
-    for (const name of FILTERS) {
-      const value = String(form.get(name) ?? "").trim();
-      if (value) next.set(name, TIMES.has(name) ? instant(value) : value);
-    }
-    setParams(next);
-  }
 
   const total = page.data?.total;
   const matched = total ? `${total.count.toLocaleString()}${total.capped ? "+" : ""}` : "";
@@ -197,21 +181,7 @@ export function JobsPage() {
               </table>
             </Scroll>
           )}
-          <nav className="pager" aria-label="Pages">
-            {before && (
-              <Link to={`/jobs?${filter}`} className="button secondary">
-                Newest
-              </Link>
-            )}
-            {page.data.next_cursor !== null && (
-              <Link
-                to={`/jobs?${new URLSearchParams({ ...Object.fromEntries(filter), before_id: String(page.data.next_cursor) })}`}
-                className="button secondary"
-              >
-                Older
-              </Link>
-            )}
-          </nav>
+          <Pager base="/jobs" filter={filter} before={before} next={page.data.next_cursor} />
         </>
       )}
     </section>

@@ -1,10 +1,10 @@
 import { useQuery } from "@tanstack/react-query";
-import type { FormEvent } from "react";
-import { Link, useParams, useSearchParams } from "react-router";
+import { Link, useParams } from "react-router";
 import { api, post } from "../api";
 import { Action } from "../components/Action";
 import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
+import { Pager, useListing } from "../listing";
 import { live } from "../live";
 import { Time } from "../time";
 
@@ -39,30 +39,12 @@ interface Delivery {
 
 /** The signal listing, filtered (FAILED: a reactor failed, whatever the signal's status). */
 export function SignalList() {
-  const [params, setParams] = useSearchParams();
-  const query = new URLSearchParams();
-  for (const name of ["status", "signal_type", "before_id"]) {
-    const value = params.get(name);
-    if (value) query.set(name, value);
-  }
-  query.set("limit", "50");
+  const { params, filter, before, query, apply } = useListing(["status", "signal_type"]);
   const page = useQuery({
     queryKey: ["signals", "list", query.toString()],
     queryFn: () => api<{ items: Signal[]; next_cursor: number | null }>(`${BASE}?${query}`),
     refetchInterval: live,
   });
-  function apply(event: FormEvent<HTMLFormElement>) {
-    event.preventDefault();
-    const form = new FormData(event.currentTarget);
-    const next = new URLSearchParams();
-    for (const name of ["status", "signal_type"]) {
-      const value = String(form.get(name) ?? "").trim();
-      if (value) next.set(name, value);
-    }
-    setParams(next);
-  }
-  const older = new URLSearchParams(params);
-  if (page.data?.next_cursor) older.set("before_id", String(page.data.next_cursor));
   return (
     <section aria-labelledby="signal-list-title">
       <h2 id="signal-list-title">Signals</h2>
@@ -118,13 +100,7 @@ export function SignalList() {
           </table>
         </Scroll>
       )}
-      {page.data?.next_cursor && (
-        <nav className="pager" aria-label="Signal pages">
-          <Link to={`/signals?${older}`} className="button secondary">
-            Older
-          </Link>
-        </nav>
-      )}
+      <Pager base="/signals" filter={filter} before={before} next={page.data?.next_cursor} />
     </section>
   );
 }
