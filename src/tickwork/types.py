@@ -86,6 +86,8 @@ class Progress:
     """The attempt that reported it."""
     at: datetime | None = None
     """When it was stored (database clock)."""
+    output: dict[str, str] | None = None
+    """A running script's output so far: the last 4 kB of ``stdout`` and ``stderr``."""
 
     @property
     def fraction(self) -> float | None:

@@ -807,6 +807,66 @@ async def test_a_secret_is_masked_however_it_is_spelled_and_where_output_was_cut
     assert ran.result["stdout"].endswith("x***") and "SuperSe" not in ran.result["stdout"]
 
 
+async def test_a_running_scripts_output_shows_as_it_is_written_secrets_masked(
+    runner: App, sql: psycopg.Connection[Any], shared_dir: Path
+) -> None:
+    """While the script waits (for the test's go), its progress holds the last 4 kB of what
+    it wrote so far, a secret masked whole and where the tail cut it; the end keeps all."""
+    sql.execute(
+        "INSERT INTO variables (name, value, secret, updated_by)"
+        " VALUES ('tok', 'SuperSecretToken12345', true, 't')"
+    )
+    source = (
+        'printf "first %s\\n" "$tok"\n'
+        'printf "%s" "$tok"; head -c 4061 /dev/zero | tr "\\0" y; echo\n'  # the tail cuts it
+        'printf "last %s\\n" "$tok"; echo oops >&2\n'
+        f"while [ ! -e {shared_dir}/go ]; do sleep 0.05; done\n"
+        "echo done\n"
+    )
+    found = await define(
+        runner,
+        name="live",
+        kind="script",
+        script={"language": "bash", "source": source, "variables": ["tok"]},
+        exec_timeout=120,
+    )
+    pool = await runner.db.async_pool()
+    job_id = await admin.run_now(pool, runner.db.store, found, actor="test")
+    async with runner.worker(queues=["scripts-bash"], concurrency=1) as worker:
+        ran = asyncio.create_task(worker.run_once())
+        shown = None
+        async with asyncio.timeout(60):  # the runtime reports twice a second
+            while shown is None:
+                await worker._write_progress()  # the periodic writer's pass (not in run_once)
+                job = await runner.get_job_async(job_id)
+                output = job.progress.output if job.progress else None
+                if output and "last" in output["stdout"]:
+                    shown = output
+                else:
+                    await asyncio.sleep(0.1)
+        assert job.state is JobState.RUNNING and not ran.done()
+        (shared_dir / "go").touch()
+        assert len((await ran).outcomes) == 1
+    stdout = shown["stdout"]
+    assert stdout.endswith("last ***\n") and shown["stderr"] == "oops\n"
+    assert "first" not in stdout and len(stdout.encode()) <= script_runtime.LIVE_TAIL
+    assert stdout.startswith("***yyy"), stdout[:40]  # the token's end, where the tail began
+    assert "Token" not in stdout and "12345" not in stdout and "done" not in stdout
+    done = await runner.get_job_async(job_id)
+    assert done.state is JobState.SUCCEEDED, done.error
+    assert done.result["stdout"].startswith("first ***\n***yyy")
+    assert done.result["stdout"].endswith("last ***\ndone\n")
+
+
+def test_a_tail_masks_the_end_of_a_secret_it_cut() -> None:
+    masker = Variables({}, ("SuperSecretToken12345",))
+    assert masker.mask("en12345 then", cut_before=True) == "*** then"
+    assert masker.mask("345 then", cut_before=True) == "345 then"  # under 4 characters
+    assert masker.mask("then SuperSec", cut=True) == "then ***"
+    assert masker.mask("12345 and Super", cut=True, cut_before=True) == "*** and ***"
+    assert masker.mask("plain", cut=True, cut_before=True) == "plain"
+
+
 async def test_odd_inputs_are_refused_when_stored_or_fail_the_run_plainly(runner: App) -> None:
     pool = await runner.db.async_pool()
     for fields, field in (

@@ -1,25 +1,10 @@
 import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
-import { StrictMode } from "react";
+import { StrictMode, type ComponentType } from "react";
 import { createRoot } from "react-dom/client";
 import { createBrowserRouter, RouterProvider } from "react-router";
 import { ApiError } from "./api";
 import { Layout } from "./components/Layout";
-import { AccountPage } from "./pages/Account";
-import { AuditPage } from "./pages/Audit";
-import { DefinitionPage, DefinitionsPage, NewDefinitionPage } from "./pages/Definitions";
-import { InvitePage } from "./pages/Invite";
-import { JobPage } from "./pages/Job";
-import { JobsPage } from "./pages/Jobs";
 import { LoginPage } from "./pages/Login";
-import { NotFoundPage } from "./pages/NotFound";
-import { OverviewPage } from "./pages/Overview";
-import { QueuesPage } from "./pages/Queues";
-import { SchedulesPage } from "./pages/Schedules";
-import { SettingsPage } from "./pages/Settings";
-import { SignalPage } from "./pages/Signal";
-import { SignalsPage } from "./pages/Signals";
-import { UsersPage } from "./pages/Users";
-import { WorkersPage } from "./pages/Workers";
 import { SessionProvider } from "./session";
 import "./styles.css";
 
@@ -34,28 +19,40 @@ const queries = new QueryClient({
   },
 });
 
+/** A page loaded when first visited: each page is its own chunk, so the first load carries
+ * the shell and the page asked for, not every page's libraries (charts, the code editor). */
+function page<M>(load: () => Promise<M>, name: keyof M) {
+  return async () => ({ Component: (await load())[name] as ComponentType });
+}
+
 const router = createBrowserRouter([
   { path: "/login", element: <LoginPage /> },
-  { path: "/invite", element: <InvitePage /> },
+  { path: "/invite", lazy: page(() => import("./pages/Invite"), "InvitePage") },
   {
     element: <Layout />,
     children: [
-      { path: "/", element: <OverviewPage /> },
-      { path: "/jobs", element: <JobsPage /> },
-      { path: "/jobs/:id", element: <JobPage /> },
-      { path: "/queues", element: <QueuesPage /> },
-      { path: "/schedules", element: <SchedulesPage /> },
-      { path: "/definitions", element: <DefinitionsPage /> },
-      { path: "/definitions/new", element: <NewDefinitionPage /> },
-      { path: "/definitions/:id", element: <DefinitionPage /> },
-      { path: "/workers", element: <WorkersPage /> },
-      { path: "/signals", element: <SignalsPage /> },
-      { path: "/signals/:id", element: <SignalPage /> },
-      { path: "/audit", element: <AuditPage /> },
-      { path: "/users", element: <UsersPage /> },
-      { path: "/settings", element: <SettingsPage /> },
-      { path: "/account", element: <AccountPage /> },
-      { path: "*", element: <NotFoundPage /> },
+      { path: "/", lazy: page(() => import("./pages/Overview"), "OverviewPage") },
+      { path: "/jobs", lazy: page(() => import("./pages/Jobs"), "JobsPage") },
+      { path: "/jobs/:id", lazy: page(() => import("./pages/Job"), "JobPage") },
+      { path: "/queues", lazy: page(() => import("./pages/Queues"), "QueuesPage") },
+      { path: "/schedules", lazy: page(() => import("./pages/Schedules"), "SchedulesPage") },
+      { path: "/definitions", lazy: page(() => import("./pages/Definitions"), "DefinitionsPage") },
+      {
+        path: "/definitions/new",
+        lazy: page(() => import("./pages/Definitions"), "NewDefinitionPage"),
+      },
+      {
+        path: "/definitions/:id",
+        lazy: page(() => import("./pages/Definitions"), "DefinitionPage"),
+      },
+      { path: "/workers", lazy: page(() => import("./pages/Workers"), "WorkersPage") },
+      { path: "/signals", lazy: page(() => import("./pages/Signals"), "SignalsPage") },
+      { path: "/signals/:id", lazy: page(() => import("./pages/Signal"), "SignalPage") },
+      { path: "/audit", lazy: page(() => import("./pages/Audit"), "AuditPage") },
+      { path: "/users", lazy: page(() => import("./pages/Users"), "UsersPage") },
+      { path: "/settings", lazy: page(() => import("./pages/Settings"), "SettingsPage") },
+      { path: "/account", lazy: page(() => import("./pages/Account"), "AccountPage") },
+      { path: "*", lazy: page(() => import("./pages/NotFound"), "NotFoundPage") },
     ],
   },
 ]);

@@ -32,6 +32,17 @@ export interface Job {
   cancel_requested_at: string | null;
   error: ErrorInfo | null;
   omitted: string[];
+  progress?: Progress | null;
+}
+
+export interface Progress {
+  current: number;
+  total: number | null;
+  message: string | null;
+  attempt: number;
+  at: string | null;
+  /** A running script's output so far: the last 4 kB of each stream. */
+  output?: { stdout?: string; stderr?: string } | null;
 }
 
 export interface Execution {

@@ -55,10 +55,21 @@ async def list_jobs(
     count: Annotated[
         bool, Query(description="also count the matches, up to 10,000 (`total`)")
     ] = False,
+    q: Annotated[
+        str | None,
+        Query(
+            description="text to search for in the id, task, unique key, creator, arguments,"
+            " result and errors (any case; up to 200 characters); `#42`: job 42 only"
+        ),
+    ] = None,
 ) -> admin.Page:
     """Jobs, newest first. Unknown filter values are refused (400), never ignored. With
-    ``count=true`` the page carries ``total``: how many jobs match, exact up to 10,000, else
-    ``capped`` (a count reads every match, so it is made only when asked)."""
+    ``count=true`` the page carries ``total``: how many jobs match the filters, exact up to
+    10,000, else ``capped`` (a count reads every match, so it is made only when asked).
+
+    A text search (``q``) looks through the 20,000 newest jobs the other filters select on
+    each page: a page may hold fewer matches than ``limit`` and still carry a
+    ``next_cursor``, from which the search goes on through older jobs."""
     where = JobFilter.parse(
         state=state,
         queue=queue,
@@ -70,7 +81,7 @@ async def list_jobs(
         finished_to=finished_to,
     )
     return await admin.list_jobs(
-        svc.pool, svc.store, where, limit=limit, before_id=before_id, count=count
+        svc.pool, svc.store, where, limit=limit, before_id=before_id, count=count, text=q
     )
 
 

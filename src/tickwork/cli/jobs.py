@@ -36,7 +36,7 @@ from tickwork.queue import admin
 from tickwork.queue.admin import TimelineEntry
 from tickwork.queue.enqueue import JobSpec
 from tickwork.queue.rows import summarised
-from tickwork.types import ErrorInfo, Job, Progress
+from tickwork.types import ErrorInfo, Job, JobState, Progress
 
 __all__ = ["jobs_cli"]
 
@@ -76,6 +76,14 @@ def jobs_list(
             "--count", help=f"Also count the matches (up to {admin.MAX_COUNT:,}; reads them all)."
         ),
     ] = False,
+    search: Annotated[
+        str | None,
+        typer.Option(
+            "--search",
+            help="Text in the id, task, unique key, creator, arguments, result or errors"
+            f" (each page looks through the {admin.SEARCH_WINDOW:,} newest jobs at most).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     app: AppOption = None,
 ) -> None:
@@ -86,7 +94,13 @@ def jobs_list(
     page = run_with_pool(
         app,
         lambda the_app, pool: admin.list_jobs(
-            pool, the_app.db.store, where, limit=limit, before_id=before_id, count=count
+            pool,
+            the_app.db.store,
+            where,
+            limit=limit,
+            before_id=before_id,
+            count=count,
+            text=search,
         ),
     )
     if as_json:
@@ -199,6 +213,10 @@ def jobs_show(job_id: JobId, as_json: JsonOption = False, app: AppOption = None)
     )
     if job.error and job.error.traceback:
         typer.echo(job.error.traceback.rstrip())
+    output = job.progress.output if job.progress and job.state is JobState.RUNNING else None
+    for stream, text in (output or {}).items():
+        if text:
+            typer.echo(f"{stream} so far (the last 4 kB):\n{text.rstrip()}")
 
 
 def _json_object(option: str, text: str) -> dict[str, Any]:

@@ -65,17 +65,28 @@ class Variables:
 
         return REFERENCE.sub(value, text)
 
-    def mask(self, text: str, *, cut: bool = False) -> str:
+    def mask(self, text: str, *, cut: bool = False, cut_before: bool = False) -> str:
         """``text`` with every secret value (in any of its :func:`spellings`) replaced by
         ``***``; ``cut``: the text was cut short, so a secret's start at its end is masked
-        too."""
+        too; ``cut_before``: the text is the tail of a longer one, so a secret's end at its
+        start is masked too."""
         for form in self.forms:
             text = text.replace(form, MASK)
+        if cut_before:
+            text = self._masked_edge(text, start=True)
         if cut:
-            for form in self.forms:
-                for length in range(len(form) - 1, MIN_MASKED - 1, -1):
-                    if text.endswith(form[:length]):
-                        return text[:-length] + MASK
+            text = self._masked_edge(text, start=False)
+        return text
+
+    def _masked_edge(self, text: str, *, start: bool) -> str:
+        """``text`` with the longest part of a secret at one edge (its end at the text's
+        start, or its start at the text's end) masked."""
+        for form in self.forms:
+            for length in range(len(form) - 1, MIN_MASKED - 1, -1):
+                if start and text.startswith(form[-length:]):
+                    return MASK + text[length:]
+                if not start and text.endswith(form[:length]):
+                    return text[:-length] + MASK
         return text
 
     def masked(self, value: Any) -> Any:

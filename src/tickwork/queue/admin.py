@@ -19,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.driver_errors import retrying_deadlocks_async
 from tickwork.db.store import AsyncConn, Row, Store
-from tickwork.db.store.jobs import JobListFilters
+from tickwork.db.store.jobs import JobListFilters, JobSearch
 from tickwork.errors import EnqueueError, InvalidInput, JobNotFoundError, JobStateError
 from tickwork.limits import LISTING_VALUE_BYTES
 from tickwork.queue import rows as decode
@@ -38,6 +38,11 @@ MAX_BULK = 10_000
 MAX_COUNT = MAX_BULK
 """A listing's count stops here ("10,000+"): what one bulk action may take is what is worth
 counting exactly, and a count over the history costs what it reads."""
+SEARCH_WINDOW = 20_000
+"""Jobs one page of a text search looks through at most (newest first, under the other
+filters): a search costs what this many rows cost, however few match."""
+MAX_SEARCH_TEXT = 200
+"""Characters a text search may hold."""
 THROUGHPUT_WINDOW = 300.0
 """Seconds over which a queue's recent throughput is counted."""
 log = logging.getLogger("tickwork.queue")
@@ -280,6 +285,7 @@ async def _job_list(
     limit: int,
     before_id: int | None,
     value_cap: int,
+    search: JobSearch | None = None,
 ) -> list[Row]:
     """The rows of the jobs ``where`` selects (its schedule as ``schedule_id``)."""
     async with pool.connection() as conn:
@@ -289,7 +295,26 @@ async def _job_list(
             before_id=before_id,
             limit=limit,
             value_cap=value_cap,
+            search=search,
         )
+
+
+def search_words(text: str | None) -> str | None:
+    """The words of a text search, checked (None: no search)."""
+    if text is None or not text.strip():
+        return None
+    text = text.strip()
+    if len(text) > MAX_SEARCH_TEXT:
+        raise InvalidInput("q", text[:40] + "...", f"is longer than {MAX_SEARCH_TEXT} characters")
+    if any(ord(c) < 32 for c in text):
+        raise InvalidInput("q", text, "holds a control character")
+    return text
+
+
+def _pattern(text: str) -> str:
+    """An ILIKE pattern matching ``text`` anywhere, its wildcards taken literally."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 async def list_jobs(
@@ -300,33 +325,56 @@ async def list_jobs(
     limit: int = DEFAULT_PAGE,
     before_id: int | None = None,
     count: bool = False,
+    text: str | None = None,
 ) -> Page:
     """Jobs matching ``where``, newest first, a page at a time; with ``count``, how many
     match in all, counted up to :data:`MAX_COUNT` (``total``; the one read of the history a
-    listing makes, so only when asked)."""
+    listing makes, so only when asked).
+
+    ``text``: only jobs whose id, task, unique key, creator, arguments, result or an
+    attempt's error hold it (any case; ``#42``: job 42 only). One page of a search looks through the
+    :data:`SEARCH_WINDOW` newest jobs the filters select (older than ``before_id``) at most:
+    a page may hold fewer matches than ``limit`` and still have a next one, where the search
+    goes on. A count counts the filters' matches, not the text's."""
+    limit = check_limit(limit)
+    words = search_words(text)
     schedule_id = None
     if where.schedule is not None:
         schedule_id = await _schedule_id(pool, store, where.schedule)
         if schedule_id is None:  # a schedule that does not exist: nothing can match
             return Page([], None, Total(0, False) if count else None)
+    filters = where.statement_filters(schedule_id)
     total = None
     if count:
         async with pool.connection() as conn:
-            n = await store.job_count(
-                conn, filters=where.statement_filters(schedule_id), cap=MAX_COUNT
-            )
+            n, _ = await store.job_window(conn, filters=filters, before_id=None, cap=MAX_COUNT + 1)
         total = Total(min(n, MAX_COUNT), n > MAX_COUNT)
+    search = None
+    window_end = None  # where the next page of a search goes on when this one found too few
+    if words is not None:
+        async with pool.connection() as conn:
+            seen, floor_id = await store.job_window(
+                conn, filters=filters, before_id=before_id, cap=SEARCH_WINDOW
+            )
+        if seen == SEARCH_WINDOW:  # older jobs are left for the next page
+            window_end = floor_id
+        floor = floor_id if window_end else None
+        if words.startswith("#") and words[1:].isdigit():  # "#42": job 42 only
+            search = JobSearch(words[1:], None, floor)
+        else:
+            search = JobSearch(words, _pattern(words), floor)
     found = await _job_list(
         pool,
         store,
         where,
         schedule_id,
-        limit=check_limit(limit),
+        limit=limit,
         before_id=before_id,
         value_cap=LISTING_VALUE_BYTES,
+        search=search,
     )
     jobs = [decode.servable(decode.job(r)) for r in found]
-    return Page(jobs, jobs[-1].id if len(jobs) == limit else None, total)
+    return Page(jobs, jobs[-1].id if len(jobs) == limit else window_end, total)
 
 
 async def bulk(

@@ -41,12 +41,14 @@ def progress(value: Any) -> Progress | None:
     if not isinstance(value, dict) or not isinstance(value.get("current"), int | float):
         return None
     total, message, at = value.get("total"), value.get("message"), value.get("at")
+    output = value.get("output")
     return Progress(
         current=float(value["current"]),
         total=float(total) if isinstance(total, int | float) else None,
         message=message if isinstance(message, str) else None,
         attempt=int(value.get("attempt") or 0),
         at=datetime.fromisoformat(at) if isinstance(at, str) else None,
+        output={k: str(v) for k, v in output.items()} if isinstance(output, dict) else None,
     )
 
 

@@ -101,6 +101,7 @@ class Runtimes:
                     variables=variables,
                     settings=self.settings.scripts,
                     trigger=trigger,
+                    report=ctx.output,
                 )
             except RunFailed as exc:
                 raise RunFailed(variables.mask(str(exc))) from None

@@ -22,8 +22,8 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from tickwork.definitions.templates import Variables
 from tickwork.errors import RunFailed, RuntimeMissing
 from tickwork.limits import storable
 from tickwork.ops import metrics
+from tickwork.worker.progress import PROGRESS_INTERVAL
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 TRIGGER_FILE = "trigger.json"
@@ -121,6 +122,8 @@ class _Stream:
     cap: int
     kept: bytearray
     size: int = 0
+    tail: bytearray = field(default_factory=bytearray)
+    """The last :data:`LIVE_TAIL` bytes, shown while the script runs."""
 
     async def drain(self, reader: asyncio.StreamReader) -> None:
         while chunk := await reader.read(CHUNK):
@@ -128,11 +131,36 @@ class _Stream:
             room = self.cap - len(self.kept)
             if room > 0:
                 self.kept += chunk[:room]
+            self.tail += chunk[-LIVE_TAIL:]
+            del self.tail[:-LIVE_TAIL]
 
     def text(self) -> str:
         """What was kept, as text PostgreSQL can store (undecodable bytes and NULs as
         U+FFFD)."""
         return storable(self.kept.decode("utf-8", errors="replace"))
+
+    def live(self, variables: Variables) -> str:
+        """The tail so far, secrets masked (one may be cut at either edge)."""
+        text = storable(self.tail.decode("utf-8", errors="replace"))
+        return variables.mask(text, cut=True, cut_before=self.size > len(self.tail))
+
+
+LIVE_TAIL = 4096
+"""Bytes of each output stream a running script shows (the whole capped output is its
+result when it ends)."""
+Report = Callable[[str, str, int], None]
+"""Told the tails of stdout and stderr so far (secrets masked) and the bytes written in all."""
+
+
+async def _report_live(out: _Stream, err: _Stream, variables: Variables, report: Report) -> None:
+    """Tell ``report`` the output's tails whenever more was written, every
+    :data:`PROGRESS_INTERVAL` seconds, until cancelled."""
+    told = 0
+    while True:
+        await asyncio.sleep(PROGRESS_INTERVAL)
+        if out.size + err.size != told:
+            told = out.size + err.size
+            report(out.live(variables), err.live(variables), told)
 
 
 EXIT_POLL = 0.05
@@ -245,10 +273,12 @@ async def run(
     variables: Variables,
     settings: ScriptRuntimeSettings,
     trigger: Mapping[str, Any] | None = None,
+    report: Report | None = None,
 ) -> dict[str, Any]:
     """Run the script; its result (exit code, duration, stdout and stderr, each capped and
     flagged when truncated); RunFailed on a non-zero exit or a timeout. ``trigger`` (what
-    made the run) is in the file ``$TICKWORK_TRIGGER`` names."""
+    made the run) is in the file ``$TICKWORK_TRIGGER`` names; ``report`` is told the
+    output's tails while the script runs."""
     language: str = spec["language"]
     found = interpreter(language, settings)
     started = time.monotonic()
@@ -294,6 +324,9 @@ async def run(
         err = _Stream(settings.max_output_bytes, bytearray())
         assert proc.stdout is not None and proc.stderr is not None
         readers = asyncio.gather(out.drain(proc.stdout), err.drain(proc.stderr))
+        reporter = None
+        if report is not None:
+            reporter = asyncio.create_task(_report_live(out, err, variables, report))
         try:
             code = await _exit_status(proc, deadline + settings.kill_grace + 1.0)
         except BaseException:  # cancelled: a cancel, a shutdown, the job's timeout
@@ -308,6 +341,8 @@ async def run(
         finally:
             # what the script left running in its group (a background job) ends with it
             _kill_group(proc.pid, signal.SIGKILL)
+            if reporter is not None:
+                reporter.cancel()
         try:
             async with asyncio.timeout(settings.kill_grace + 1.0):
                 await readers

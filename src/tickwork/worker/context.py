@@ -57,7 +57,19 @@ class JobContext:
         (``progress`` of a job) and ``tickwork jobs show`` show it. Numbers are finite and
         not negative (a total of 0 shows no fraction); the message is cut at 500 characters.
         """
-        value = progress_value(current, total, message, self.attempt)
+        self._keep(progress_value(current, total, message, self.attempt))
+
+    def output(self, stdout: str, stderr: str, written: int) -> None:
+        """Report a running script's output so far (the tails of stdout and stderr, secrets
+        masked, and the bytes written in all), stored as its progress: the dashboard and
+        ``tickwork jobs show`` show it while the script runs. The script runtime calls this."""
+        self._keep(
+            progress_value(
+                written, None, "output", self.attempt, {"stdout": stdout, "stderr": stderr}
+            )
+        )
+
+    def _keep(self, value: dict[str, Any]) -> None:
         self.last_progress = value
         if self._report is not None:
             self._report(value)

@@ -21,7 +21,11 @@ MAX_PROGRESS_MESSAGE = 500
 
 
 def progress_value(
-    current: float, total: float | None, message: str | None, attempt: int
+    current: float,
+    total: float | None,
+    message: str | None,
+    attempt: int,
+    output: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """One report as stored; refuses what cannot be (naming the argument)."""
     for name, number in (("current", current), ("total", total)):
@@ -33,12 +37,15 @@ def progress_value(
             raise ValueError(f"progress {name} must be a finite number >= 0, not {number!r}")
     if message is not None and not isinstance(message, str):
         raise TypeError(f"progress message must be a string, not {type(message).__name__}")
-    return {
+    value: dict[str, Any] = {
         "current": current,
         "total": total,
         "message": None if message is None else storable(cut(message, MAX_PROGRESS_MESSAGE)),
         "attempt": attempt,
     }
+    if output is not None:  # a running script's output so far (its runtime bounds it)
+        value["output"] = output
+    return value
 
 
 class ProgressBuffer:

@@ -5,6 +5,7 @@ import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAx
 import { api, post } from "../api";
 import { Action } from "../components/Action";
 import { Confirm } from "../components/Confirm";
+import { LiveOutput, OUTPUT_POLL } from "../components/LiveOutput";
 import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
 import { live } from "../live";
@@ -274,7 +275,7 @@ function LastRun({ jobId }: { jobId: number }) {
   const job = useQuery({
     queryKey: ["job", String(jobId)],
     queryFn: () => api<JobDetail>(`/api/jobs/${jobId}`),
-    refetchInterval: (q) => (q.state.data && FINAL.includes(q.state.data.state) ? false : 1000),
+    refetchInterval: (q) => (q.state.data && FINAL.includes(q.state.data.state) ? false : OUTPUT_POLL),
   });
   if (job.isPending) return <Loading what="the run" />;
   if (job.isError) return <Failure error={job.error} />;
@@ -285,6 +286,7 @@ function LastRun({ jobId }: { jobId: number }) {
         Run <Link to={`/jobs/${jobId}`}>#{jobId}</Link>:{" "}
         <span className={`state ${job.data.state.toLowerCase()}`}>{job.data.state}</span>
       </h2>
+      {job.data.state === "RUNNING" && <LiveOutput job={job.data} />}
       {result?.stdout !== undefined && (
         <pre className="code" tabIndex={0} aria-label="Output">
           {result.stdout}

@@ -1,6 +1,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link, useParams } from "react-router";
 import { api, post } from "../api";
+import { LiveOutput, OUTPUT_POLL } from "../components/LiveOutput";
 import { Failure, Loading } from "../components/States";
 import { live } from "../live";
 import { useSession } from "../session";
@@ -18,7 +19,12 @@ export function JobPage() {
   const job = useQuery({
     queryKey: ["job", id],
     queryFn: () => api<JobDetail>(`/api/jobs/${id}`),
-    refetchInterval: (q) => (q.state.data && FINAL.includes(q.state.data.state) ? false : live()),
+    refetchInterval: (q) =>
+      q.state.data && FINAL.includes(q.state.data.state)
+        ? false
+        : q.state.data?.progress?.output
+          ? OUTPUT_POLL
+          : live(),
   });
   const timeline = useQuery({
     queryKey: ["job", id, "timeline"],
@@ -85,6 +91,7 @@ export function JobPage() {
           <Time value={j.finished_at} />
         </dd>
       </dl>
+      {j.state === "RUNNING" && <LiveOutput job={j} />}
       <h2>Arguments</h2>
       <Json value={j.args} />
       {j.state === "SUCCEEDED" && (

@@ -11,7 +11,7 @@ import { useSession } from "../session";
 import { Time } from "../time";
 import { JOB_STATES, type JobPage } from "../types";
 
-const FILTERS = ["state", "queue", "task", "created_from", "created_to"] as const;
+const FILTERS = ["q", "state", "queue", "task", "created_from", "created_to"] as const;
 const TIMES = new Set<string>(["created_from", "created_to"]);
 
 /** A datetime-local value (the browser's zone) as an instant the API takes, and back. */
@@ -33,7 +33,7 @@ export function JobsPage() {
   const { can } = useSession();
   const client = useQueryClient();
   const [done, setDone] = useState<string | null>(null);
-  query.set("count", "true");
+  if (!filter.get("q")) query.set("count", "true"); // the count is of the filters, not the text
   const page = useQuery({
     queryKey: ["jobs", query.toString()],
     queryFn: () => api<JobPage>(`/api/jobs?${query}`),
@@ -55,12 +55,23 @@ export function JobsPage() {
   });
 
 
-  const total = page.data?.total;
+  const searching = Boolean(filter.get("q"));
+  const total = searching ? undefined : page.data?.total;
   const matched = total ? `${total.count.toLocaleString()}${total.capped ? "+" : ""}` : "";
   return (
     <section aria-labelledby="jobs-title">
       <h1 id="jobs-title">Jobs</h1>
       <form className="filters" onSubmit={apply} aria-label="Filter jobs">
+        <label>
+          Search
+          <input
+            name="q"
+            type="search"
+            maxLength={200}
+            placeholder="#id, task, key, arguments, error…"
+            defaultValue={params.get("q") ?? ""}
+          />
+        </label>
         <label>
           State
           <select name="state" defaultValue={params.get("state") ?? ""}>
@@ -111,7 +122,11 @@ export function JobsPage() {
       ) : (
         <>
           <div className="toolbar">
-            <span role="status">{matched} jobs match</span>
+            <span role="status">
+              {searching
+                ? "Each page searches the 20,000 newest jobs left under the filters; Older searches on."
+                : `${matched} jobs match`}
+            </span>
             {total && total.count > 0 && can("POST", "/api/jobs/bulk/retry") && (
               <Confirm
                 trigger="Retry all"
@@ -140,7 +155,11 @@ export function JobsPage() {
             )}
           </div>
           {page.data.items.length === 0 ? (
-            <Empty>No job matches. Change the filter, or enqueue one.</Empty>
+            <Empty>
+              {page.data.next_cursor
+                ? "No match among these jobs. Older searches the next ones."
+                : "No job matches. Change the filter, or enqueue one."}
+            </Empty>
           ) : (
             <Scroll label="Jobs table">
               <table>

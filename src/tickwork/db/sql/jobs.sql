@@ -302,7 +302,10 @@ LEFT JOIN changed c ON c.id = t.id;
 
 -- name: job_list
 -- Operators' job listing: every filter is optional (NULL = not filtering), newest first,
--- keyset-paginated by id (%(before_id)s: the last id of the previous page). Arguments and
+-- keyset-paginated by id (%(before_id)s: the last id of the previous page). A text search
+-- (%(text)s: matched whole against the id; %(pattern)s: an ILIKE pattern, NULL for an id
+-- only) looks at ids from %(floor_id)s up only: job_window bounds how many rows one page of a
+-- search reads. Arguments and results stored larger than 64 kB are not searched. Arguments and
 -- results larger than %(value_cap)s bytes of JSON are left out (NULL, named in "omitted"):
 -- a page must not carry megabytes per job; job_get returns them whole. Sizes are measured
 -- on the page only, after the limit.
@@ -326,6 +329,20 @@ FROM (
       AND (%(finished_from)s::timestamptz IS NULL OR j.finished_at >= %(finished_from)s)
       AND (%(finished_to)s::timestamptz IS NULL OR j.finished_at < %(finished_to)s)
       AND (%(before_id)s::bigint IS NULL OR j.id < %(before_id)s)
+      AND (%(floor_id)s::bigint IS NULL OR j.id >= %(floor_id)s)
+      AND (%(text)s::text IS NULL
+           OR j.id::text = %(text)s
+           OR (%(pattern)s::text IS NOT NULL
+               AND (j.task ILIKE %(pattern)s
+                    OR j.unique_key ILIKE %(pattern)s
+                    OR j.created_by ILIKE %(pattern)s
+                    OR (pg_column_size(j.args) <= 65536 AND j.args::text ILIKE %(pattern)s)
+                    OR (pg_column_size(j.result) <= 65536
+                        AND j.result::text ILIKE %(pattern)s)
+                    OR EXISTS (SELECT 1 FROM {schema}.executions e
+                               WHERE e.job_id = j.id AND e.error IS NOT NULL
+                                 AND pg_column_size(e.error) <= 65536
+                                 AND e.error::text ILIKE %(pattern)s))))
     ORDER BY j.id DESC
     LIMIT %(limit)s
 ) p
@@ -336,13 +353,14 @@ CROSS JOIN LATERAL (
 ) s
 ORDER BY p.id DESC;
 
--- name: job_count
--- How many jobs job_list's filters select (the same filters, the same NULL = not filtering),
--- counted up to %(cap)s + 1 at most: the one read of the history a listing makes, made only
--- when asked for and bounded, so a filter matching millions costs what %(cap)s rows cost.
-SELECT count(*) AS n
+-- name: job_window
+-- The newest %(cap)s jobs job_list's filters select (the same filters, the same NULL = not
+-- filtering), older than %(before_id)s: how many there are and the oldest id among them.
+-- Serves a bounded count (cap: the bound + 1) and the window one page of a text search
+-- reads; either way a filter matching millions costs what %(cap)s rows cost.
+SELECT count(*) AS n, min(w.id) AS floor_id
 FROM (
-    SELECT 1
+    SELECT j.id
     FROM {schema}.jobs j
     WHERE (%(states)s::text[] IS NULL OR j.state = ANY(%(states)s::text[]))
       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
@@ -352,8 +370,10 @@ FROM (
       AND (%(created_to)s::timestamptz IS NULL OR j.created_at < %(created_to)s)
       AND (%(finished_from)s::timestamptz IS NULL OR j.finished_at >= %(finished_from)s)
       AND (%(finished_to)s::timestamptz IS NULL OR j.finished_at < %(finished_to)s)
-    LIMIT %(cap)s + 1
-) AS matched;
+      AND (%(before_id)s::bigint IS NULL OR j.id < %(before_id)s)
+    ORDER BY j.id DESC
+    LIMIT %(cap)s
+) AS w;
 
 -- name: job_prune_finished
 -- Retention: delete jobs that finished before their window, with their executions, a batch

@@ -74,7 +74,7 @@ def _insert_many_params(jobs: Sequence[JobRow], args: str) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class JobListFilters:
-    """What ``job_list`` and ``job_count`` select on; None: not filtering on it."""
+    """What ``job_list`` and ``job_window`` select on; None: not filtering on it."""
 
     states: list[str] | None
     queue: str | None
@@ -84,6 +84,16 @@ class JobListFilters:
     created_to: datetime | None
     finished_from: datetime | None
     finished_to: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSearch:
+    """Words searched for in a listing, through ids ``floor_id`` and up: ``text`` matched
+    whole against the id, ``pattern`` (ILIKE) against the rest (None: the id only)."""
+
+    text: str
+    pattern: str | None
+    floor_id: int | None
 
 
 class JobStatements(Runner):
@@ -132,17 +142,25 @@ class JobStatements(Runner):
         before_id: int | None,
         limit: int,
         value_cap: int,
+        search: JobSearch | None = None,
     ) -> list[Row]:
-        """Up to ``limit`` jobs the filters select, newest first, older than ``before_id``;
-        arguments and results over ``value_cap`` bytes of JSON left out (NULL, named in
-        ``omitted``)."""
+        """Up to ``limit`` jobs the filters (and ``search``) select, newest first, older than
+        ``before_id``; arguments and results over ``value_cap`` bytes of JSON left out (NULL,
+        named in ``omitted``)."""
         params = asdict(filters) | {"before_id": before_id, "limit": limit, "value_cap": value_cap}
-        return await self._rows(conn, "job_list", params)
+        words: dict[str, Any] = {"pattern": None, "text": None, "floor_id": None}
+        if search is not None:
+            words = {"pattern": search.pattern, "text": search.text, "floor_id": search.floor_id}
+        return await self._rows(conn, "job_list", params | words)
 
-    async def job_count(self, conn: AsyncConn, *, filters: JobListFilters, cap: int) -> int:
-        """How many jobs the filters select, counted up to ``cap + 1`` at most."""
-        found = await self._rows(conn, "job_count", asdict(filters) | {"cap": cap})
-        return int(found[0]["n"])
+    async def job_window(
+        self, conn: AsyncConn, *, filters: JobListFilters, before_id: int | None, cap: int
+    ) -> tuple[int, int | None]:
+        """How many of the newest ``cap`` jobs the filters select (older than ``before_id``)
+        there are, and the oldest id among them (None when none)."""
+        params = asdict(filters) | {"before_id": before_id, "cap": cap}
+        found = (await self._rows(conn, "job_window", params))[0]
+        return int(found["n"]), found["floor_id"]
 
     async def execution_list_for_job(self, conn: AsyncConn, *, job_id: int) -> list[Row]:
         """Every attempt (execution row) of one job, oldest first."""
