@@ -61,7 +61,8 @@ def served(db_env: dict[str, str], app: App, tmp_path: Path) -> Iterator[str]:
     env = db_env | {
         "PYTHONPATH": os.pathsep.join(p for p in (str(E2E_DIR), os.environ.get("PYTHONPATH")) if p),
         "TICKWORK_WORKER__QUEUES": '["ui"]',
-        "TICKWORK_RUNTIMES__SERVE": '["bash"]',  # the definitions' page runs a bash script
+        "TICKWORK_RUNTIMES__SERVE": '["bash", "http"]',  # the definitions' page runs both
+        "TICKWORK_RUNTIMES__HTTP__ALLOW_NETWORKS": '["127.0.0.1/32"]',  # calls this serve
     }
     with serving(env, tmp_path, "--app", "dashboard_app:app", "--log-level", "ERROR") as started:
         yield started[1]  # its URL
@@ -77,7 +78,7 @@ def enqueue(url: str, task: str, args: dict[str, Any] | None = None) -> int:
     answer = httpx.post(
         f"{url}/api/jobs",
         json={"task": task, "args": args or {}},
-        headers={"Authorization": f"Bearer {token(url, 'ADMIN')}"},
+        headers=admin_headers(url),
     )
     assert answer.status_code == 201, answer.text
     return int(answer.json()["id"])
@@ -164,6 +165,16 @@ def test_an_operator_works_a_dead_letter_a_running_job_and_a_queue(
     expect(page.get_by_role("link", name=f"#{first}")).to_be_visible()
     browser.check(page, "jobs")
 
+    # a text search: the job whose arguments hold the words, not the others
+    other = enqueue(served, "ui.ok", {"word": "goodbye"})
+    expect(page.get_by_role("link", name=f"#{other}")).to_be_visible()
+    page.get_by_label("Search").fill("HELLO")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_role("link", name=f"#{first}")).to_be_visible()
+    expect(page.get_by_role("link", name=f"#{other}")).to_have_count(0)
+    assert page.get_by_role("button", name="Retry all").count() == 0  # bulk acts on filters
+    browser.check(page, "jobs-search")
+
     # a dead letter: its traceback, a retry, and it succeeds
     dead = enqueue(served, "ui.flaky", {"marker": str(tmp_path / "marker")})
     page.goto(f"/jobs/{dead}")
@@ -246,6 +257,21 @@ def test_a_viewer_is_shown_no_action_and_an_ended_session_goes_back_to_sign_in(
     assert browser.errors == [] or all("401" in e or "403" in e for e in browser.errors)
 
 
+def admin_headers(url: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token(url, 'ADMIN')}"}
+
+
+def wait_for_event(lines: Iterator[str], wanted: str, holding: str = "") -> str:
+    """The data of the next ``wanted`` event (holding ``holding``) the stream sends."""
+    kind = ""
+    for line in lines:
+        if line.startswith("event: "):
+            kind = line[len("event: ") :]
+        elif line.startswith("data: ") and kind == wanted and holding in line:
+            return line[len("data: ") :]
+    raise AssertionError(f"the stream ended before a {wanted} event")
+
+
 def test_the_event_stream_tells_what_changed(served: str) -> None:
     """GET /api/events over a real connection: a job enqueued, then finished, each arrives
     as an event naming its queue or id; no token, no stream."""
@@ -269,6 +295,12 @@ def test_the_event_stream_tells_what_changed(served: str) -> None:
                 seen.append((kind, line[len("data: ") :]))
                 if kind == "finished" and str(job) in line:
                     break
+        # a claim notifies no one: the stream says so from its look at the live attempts
+        slow = enqueue(served, "ui.slow")
+        assert wait_for_event(lines, "running") == "{}"
+        cancelled = httpx.post(f"{served}/api/jobs/{slow}/cancel", headers=admin_headers(served))
+        assert cancelled.status_code == 200, cancelled.text
+        assert str(slow) in wait_for_event(lines, "finished", str(slow))
     assert ("jobs", '{"queues":["ui"]}') in seen or any(k == "resync" for k, _ in seen)
     assert any(k == "finished" and f'"{job}"' in d for k, d in seen)
 
@@ -387,7 +419,7 @@ def test_an_operator_is_shown_no_administration(browser: Browser) -> None:
 
 
 def test_a_script_written_in_the_editor_runs_with_its_output_shown(
-    browser: Browser, served: str
+    browser: Browser, served: str, shared_dir: Path
 ) -> None:
     expect = playwright_api.expect
     page = browser.page("ADMIN")
@@ -426,6 +458,20 @@ def test_a_script_written_in_the_editor_runs_with_its_output_shown(
     expect(edit.get_by_role("status")).to_contain_text("version 2")
     page.get_by_role("button", name="Run now").click()
     expect(page.get_by_label("Output")).to_contain_text("the second version")
+    # a run's output shows while it runs (the script waits for the test's go)
+    editor = edit.get_by_role("textbox", name="Script", exact=True)
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type(
+        f'echo "working on it"; while [ ! -e {shared_dir}/go ]; do sleep 0.05; done; echo ended'
+    )
+    edit.get_by_role("button", name="Save a new version").click()
+    expect(edit.get_by_role("status")).to_contain_text("version 3")
+    page.get_by_role("button", name="Run now").click()
+    expect(page.get_by_label("Standard output so far")).to_contain_text("working on it")
+    expect(page.get_by_role("heading", name=re.compile(r"^Run #\d+: RUNNING$"))).to_be_visible()
+    (shared_dir / "go").touch()
+    expect(page.get_by_label("Output", exact=True)).to_contain_text("ended")
     page.get_by_role("link", name="← Definitions").click()
     expect(page.get_by_role("row", name="greet")).to_be_visible()
     browser.check(page, "definitions")
@@ -435,4 +481,35 @@ def test_a_script_written_in_the_editor_runs_with_its_output_shown(
     page.get_by_role("dialog").get_by_role("button", name="Delete it").click()
     expect(page.get_by_role("heading", name="Definitions")).to_be_visible()
     expect(page.get_by_role("row", name="greet")).to_have_count(0)
+    assert browser.errors == [], "\n".join(browser.errors)
+
+
+def test_an_http_call_made_in_the_form_runs_and_its_answer_shows(
+    browser: Browser, served: str
+) -> None:
+    expect = playwright_api.expect
+    page = browser.page("ADMIN")
+    page.goto("/definitions/new")
+    form = page.get_by_role("form", name="New definition")
+    form.get_by_label("Name", exact=True).fill("ping-self")
+    form.get_by_label("HTTP call").check()
+    form.get_by_label("Method").select_option("GET")
+    form.get_by_label("URL").fill(f"{served}/nope")  # the dashboard's page: any path is 200
+    form.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("heading", name="ping-self")).to_be_visible()
+    page.get_by_role("button", name="Run now").click()
+    expect(page.get_by_role("heading", name=re.compile(r"^Run #\d+: SUCCEEDED$"))).to_be_visible()
+    expect(page.get_by_label("Answer")).to_contain_text('"status": 200')
+    # edited in the same fields: a POST that the page refuses (405) fails the run plainly
+    page.get_by_text("Edit", exact=True).click()
+    edit = page.get_by_role("form", name="Edit ping-self")
+    edit.get_by_label("Method").select_option("POST")
+    edit.get_by_label("Body (may use {{ vars.NAME }})").fill('{"n": 1}')
+    edit.get_by_role("button", name="Save a new version").click()
+    expect(edit.get_by_role("status")).to_contain_text("version 2")
+    page.get_by_role("button", name="Run now").click()
+    expect(page.get_by_role("heading", name=re.compile(r"^Run #\d+: "))).not_to_contain_text(
+        "RUNNING"
+    )
+    browser.check(page, "definition-http")
     assert browser.errors == [], "\n".join(browser.errors)

@@ -1,6 +1,7 @@
 // Live views: the server's event stream (GET /api/events) says when something changed and
-// the views concerned ask again; a slow poll covers what the stream does not carry (a job
-// being claimed), and a faster one stands in while the stream is down.
+// the views concerned ask again (claims arrive as "running", from the server's look at the
+// live attempts every 2 s); a slow poll covers anything else, and a faster one stands in
+// while the stream is down.
 import { useQueryClient } from "@tanstack/react-query";
 import { useEffect } from "react";
 import { ApiError, endSession, readEvents, refresh } from "./api";
@@ -16,6 +17,7 @@ const AFFECTS: Record<string, string[][]> = {
   jobs: [["jobs"], ["queues"]],
   finished: [["jobs"], ["job"], ["queues"], ["throughput"]],
   control: [["job"]],
+  running: [["jobs"], ["job"], ["queues"], ["workers"]],
   resync: [[]],
 };
 

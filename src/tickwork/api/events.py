@@ -3,7 +3,8 @@ live views ask again when something happened instead of polling in a storm.
 
 One LISTEN connection per API process feeds every open stream (the job path's own
 notifications: jobs enqueued or back in a queue, jobs that reached a final state, cancels
-sent to running jobs); each stream gets at most one event of a kind per
+sent to running jobs), and one look at the live attempts every :data:`CLAIM_LOOK` seconds
+tells them of claims (which notify no one); each stream gets at most one event of a kind per
 :data:`MIN_GAP` seconds, whatever the rate of changes. Events say only which kind of thing
 changed (and, for jobs, which queues or ids): the page reads the details through the API as
 the signed-in user. The listener runs while at least one stream is open.
@@ -25,12 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import StreamingResponse
+from psycopg_pool import PoolTimeout
 
 from tickwork.api.security import Services, caller, services
+from tickwork.db.driver_errors import CONNECTION_ERRORS
 from tickwork.errors import Throttled, TickworkError
 from tickwork.worker.listener import Listener
 
 if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
     from tickwork.db.store import Store
 
 log = logging.getLogger("tickwork.api")
@@ -39,6 +44,10 @@ log = logging.getLogger("tickwork.api")
 EVENTS_PATH = "/api/events"
 KINDS = ("jobs", "finished", "control")
 """The notification channels a stream carries (the job path's own)."""
+CLAIM_LOOK = 2.0
+"""Seconds between two looks at the live attempts (for ``running`` events)."""
+LOOK_ERRORS: tuple[type[BaseException], ...] = (TickworkError, PoolTimeout, *CONNECTION_ERRORS)
+"""What a look at the live attempts survives (the database away: the next look tries again)."""
 MIN_GAP = 0.5
 """Seconds between two events of a stream: changes in between are sent together."""
 KEEPALIVE = 15.0
@@ -77,9 +86,10 @@ class _Stream:
 class EventHub:
     """The process's listener and its open streams."""
 
-    def __init__(self, store: Store, connect: Any) -> None:
+    def __init__(self, store: Store, connect: Any, pool: AsyncConnectionPool[Any]) -> None:
         self.store = store
         self._connect = connect
+        self._pool = pool
         self._streams: set[_Stream] = set()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -117,7 +127,7 @@ class EventHub:
                 on_connected=self._connected,
                 on_lost=self.listening.clear,
             )
-            self._task = asyncio.create_task(listener.run(self._stop), name="tickwork-events")
+            self._task = asyncio.create_task(self._run(listener), name="tickwork-events")
         try:
             yield stream
         finally:
@@ -127,11 +137,35 @@ class EventHub:
                 self._task.cancel()
                 self._task = None
 
+    async def _run(self, listener: Listener) -> None:
+        """The listener, and the look at the live attempts beside it."""
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(listener.run(self._stop))
+            tasks.create_task(self._watch_claims())
+
+    async def _watch_claims(self) -> None:
+        """Claims send no notification (a NOTIFY per claim would cost the job path its
+        throughput): one read of the live attempts every :data:`CLAIM_LOOK` seconds, for
+        every stream of this process, tells them when jobs started running."""
+        seen = None
+        while not self._stop.is_set():
+            try:
+                async with self._pool.connection() as conn:
+                    now = await self.store.execution_live_signature(conn)
+            except LOOK_ERRORS as exc:
+                log.debug("could not look at the live attempts", extra={"error": str(exc)})
+            else:
+                if seen is not None and now != seen:
+                    self._notify("running", "")
+                seen = now
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), CLAIM_LOOK)
+
 
 def _hub(svc: Services) -> EventHub:
     hub: EventHub | None = getattr(svc, "event_hub", None)
     if hub is None:
-        hub = EventHub(svc.store, svc.app.db.connect_listener)
+        hub = EventHub(svc.store, svc.app.db.connect_listener, svc.pool)
         svc.event_hub = hub
     return hub
 
@@ -150,6 +184,7 @@ async def events(request: Request, svc: Services = Depends(services)) -> Streami
     """Server-sent events: ``jobs`` (``{"queues": [...]}``: jobs enqueued, retried or back
     in these queues), ``finished`` (``{"ids": [...]}``: jobs that reached a final state;
     empty when there were too many to name), ``control`` (cancels sent to running jobs),
+    ``running`` (jobs started or stopped running: claims, seen every 2 seconds),
     ``resync`` (the listener reconnected: anything may have changed)."""
     token = (request.headers.get("authorization") or "").partition(" ")[2]
     hub = _hub(svc)

@@ -11,12 +11,12 @@ export function LiveOutput({ job }: { job: Job }) {
     <section aria-labelledby="live-output-title">
       <h2 id="live-output-title">Output so far</h2>
       {output.stdout && (
-        <pre className="code" tabIndex={0} aria-label="Output so far">
+        <pre className="code" tabIndex={0} aria-label="Standard output so far">
           {output.stdout}
         </pre>
       )}
       {output.stderr && (
-        <pre className="code" tabIndex={0} aria-label="Errors so far">
+        <pre className="code" tabIndex={0} aria-label="Standard error so far">
           {output.stderr}
         </pre>
       )}

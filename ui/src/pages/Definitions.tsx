@@ -293,7 +293,11 @@ function LastRun({ jobId }: { jobId: number }) {
           {result.stderr}
         </pre>
       )}
-      {result && result.stdout === undefined && <pre className="code" tabIndex={0}>{JSON.stringify(result, null, 2)}</pre>}
+      {result && result.stdout === undefined && (
+        <pre className="code" tabIndex={0} aria-label="Answer">
+          {JSON.stringify(result, null, 2)}
+        </pre>
+      )}
       {job.data.error && (
         <p className="problem">
           {job.data.error.type}: {job.data.error.message}

@@ -150,3 +150,11 @@ FROM returned r;
 
 -- name: execution_list_for_job
 SELECT * FROM {schema}.executions WHERE job_id = %(job_id)s ORDER BY id;
+
+-- name: execution_live_signature
+-- What tells whether the live attempts changed since the last look: how many there are and
+-- the sum and largest of their ids (a claim adds an id; the job path sends no NOTIFY for
+-- one). Reads only the live-attempt index's rows: at most the workers' total concurrency.
+SELECT count(*) AS n, coalesce(max(id), 0) AS top, coalesce(sum(id), 0)::text AS total
+FROM {schema}.executions
+WHERE state = 'RUNNING';

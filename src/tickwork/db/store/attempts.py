@@ -84,6 +84,12 @@ class AttemptStatements(Runner):
         ``job_id, execution_id, state, notified`` of the jobs reclaimed."""
         return await self._rows(conn, "execution_reclaim_expired", {"limit": limit, "actor": actor})
 
+    async def execution_live_signature(self, conn: AsyncConn) -> tuple[int, int, str]:
+        """Changes whenever the live attempts do (a claim, an end): their count, largest id
+        and the sum of their ids."""
+        found = (await self._rows(conn, "execution_live_signature", {}))[0]
+        return int(found["n"]), int(found["top"]), str(found["total"])
+
     async def execution_release_many(
         self, conn: AsyncConn, *, job_ids: Sequence[int], execution_ids: Sequence[int]
     ) -> list[Row]:
