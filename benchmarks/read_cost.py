@@ -185,6 +185,18 @@ def reads() -> dict[str, Read]:
                 pool, app.db.store, admin.JobFilter.parse(state=["SUCCEEDED"]), count=True
             )
         )
+        found["GET /api/jobs?state=DEAD_LETTER&count=true (a rare state)"] = lambda app, pool: (
+            admin.list_jobs(
+                pool, app.db.store, admin.JobFilter.parse(state=["DEAD_LETTER"]), count=True
+            )
+        )
+    if hasattr(admin, "SEARCH_WINDOW"):
+        found["GET /api/jobs?q=nowhere (a page of search, no match)"] = lambda app, pool: (
+            admin.list_jobs(pool, app.db.store, admin.JobFilter(), text="nowhere")
+        )
+        found["GET /api/jobs?q=task3 (a page of search, many match)"] = lambda app, pool: (
+            admin.list_jobs(pool, app.db.store, admin.JobFilter(), text="task3")
+        )
     return found
 
 
