@@ -1,0 +1,72 @@
+import { render, screen } from "@testing-library/react";
+import { MemoryRouter } from "react-router";
+import { describe, expect, it } from "vitest";
+import { LiveOutput } from "./components/LiveOutput";
+import { Pager } from "./listing";
+import type { Job } from "./types";
+
+const running: Job = {
+  id: 7,
+  queue: "scripts-bash",
+  task: "tickwork.script",
+  args: {},
+  state: "RUNNING",
+  priority: 0,
+  attempts: 1,
+  max_attempts: 1,
+  run_at: "2026-12-06T05:00:00Z",
+  created_at: "2026-12-06T05:00:00Z",
+  created_by: "user:a@example.com",
+  result: null,
+  finished_at: null,
+  cancel_requested_at: null,
+  error: null,
+  omitted: [],
+};
+
+describe("LiveOutput", () => {
+  it("shows what a running script wrote so far, each stream labelled", () => {
+    const progress = {
+      current: 20,
+      total: null,
+      message: "output",
+      attempt: 1,
+      at: null,
+      output: { stdout: "step 1 done\n", stderr: "warning: slow\n" },
+    };
+    render(<LiveOutput job={{ ...running, progress }} />);
+    expect(screen.getByLabelText("Standard output so far").textContent).toBe("step 1 done\n");
+    expect(screen.getByLabelText("Standard error so far").textContent).toBe("warning: slow\n");
+  });
+
+  it("shows nothing for a job that reported no output", () => {
+    const { container } = render(<LiveOutput job={running} />);
+    expect(container.textContent).toBe("");
+  });
+});
+
+describe("Pager", () => {
+  it("keeps the filter (and a search) on the older page, and offers the newest", () => {
+    const filter = new URLSearchParams({ q: "acme", state: "FAILED" });
+    render(
+      <MemoryRouter>
+        <Pager base="/jobs" filter={filter} before="90" next={40} />
+      </MemoryRouter>,
+    );
+    expect(screen.getByRole("link", { name: "Older" }).getAttribute("href")).toBe(
+      "/jobs?q=acme&state=FAILED&before_id=40",
+    );
+    expect(screen.getByRole("link", { name: "Newest" }).getAttribute("href")).toBe(
+      "/jobs?q=acme&state=FAILED",
+    );
+  });
+
+  it("offers no older page at the end", () => {
+    render(
+      <MemoryRouter>
+        <Pager base="/jobs" filter={new URLSearchParams()} before={null} next={null} />
+      </MemoryRouter>,
+    );
+    expect(screen.queryByRole("link")).toBeNull();
+  });
+});
