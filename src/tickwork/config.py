@@ -283,6 +283,26 @@ class ApiSettings(BaseModel):
         return self
 
 
+class McpSettings(BaseModel):
+    """The MCP endpoint (``/mcp``) that assistants call with a person's API token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allowed_hosts: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    )
+    """Host headers ``/mcp`` answers (``name:*``: any port); ``api.public_url``'s host is
+    added. Anything else is refused (421): a page on another site that makes its name point
+    at this machine (DNS rebinding) cannot reach the endpoint."""
+    allowed_origins: list[str] = Field(
+        default_factory=lambda: ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    )
+    """Origin headers ``/mcp`` accepts (a request without one, as assistants send, is
+    accepted); ``api.public_url``'s origin is added. Others are refused (403)."""
+    rate: int = Field(600, ge=1, le=1_000_000)
+    """Requests one token may make to ``/mcp`` per minute in one process; past it 429."""
+
+
 class ReactorSettings(BaseModel):
     """One reactor's subtree: the framework's keys, plus any keys the reactor owns."""
 
@@ -483,6 +503,7 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=lambda: ApiSettings())
     signals: SignalSettings = Field(default_factory=lambda: SignalSettings())
     runtimes: RuntimeSettings = Field(default_factory=lambda: RuntimeSettings())
+    mcp: McpSettings = Field(default_factory=lambda: McpSettings())
     admin_email: str | None = None
     """``TICKWORK_ADMIN_EMAIL``: short for ``auth.admin_email`` (which wins when both are set)."""
     admin_password: SecretStr | None = None

@@ -21,7 +21,7 @@ import socket
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import uvicorn
 
@@ -36,11 +36,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tickwork.serve")
 
-ROLES = ("api", "webhook", *SERVICE_ROLES)
+ROLES = ("api", "webhook", "mcp", *SERVICE_ROLES)
 """Everything ``serve`` can run; all of it by default. ``api`` serves the whole API (the
 webhooks included); ``webhook`` without ``api`` serves only the definitions' webhooks and
 the probes, for a process that faces the internet alone."""
-LISTENING_ROLES = frozenset({"api", "webhook"})
+LISTENING_ROLES = frozenset({"api", "webhook", "mcp"})
 
 EXIT_CANNOT_LISTEN = 4
 """``tickwork serve``'s exit code when the API's host:port cannot be listened on."""
@@ -179,15 +179,16 @@ async def _serve(
     background_stop = asyncio.Event()
 
     server = None
+    held = contextlib.AsyncExitStack()
     if sock is not None:
         from tickwork.api import create_api, create_webhook_api
 
-        webhooks_only = "api" not in options.roles
+        webhooks_only = not options.roles & {"api", "mcp"}
 
         auth = AuthService(pool, app.db.store, app.settings.auth)
         await auth.start()
         running.append(asyncio.create_task(auth.watch_sessions(background_stop), name="sessions"))
-        if not webhooks_only:  # a webhook process makes no users
+        if "api" in options.roles:  # a webhook or MCP process makes no users
             admin_password = app.settings.auth.admin_password
             boot = await auth.bootstrap_admin(
                 app.settings.auth.admin_email,
@@ -203,12 +204,17 @@ async def _serve(
                     )
         host = options.host or app.settings.api.host
         port = sock.getsockname()[1]  # the one the system picked for port 0
+        rest = None if webhooks_only else create_api(app, auth, pool, services.signals)
+        served: Any = rest if "api" in options.roles else None
+        if served is None and "webhook" in options.roles:
+            served = create_webhook_api(app, auth, pool)
+        if rest is not None and "mcp" in options.roles:
+            from tickwork.mcp.server import http_endpoint
+
+            served = http_endpoint(app.settings, auth, rest, served)
+            await held.enter_async_context(served.lifespan())
         config = uvicorn.Config(
-            (
-                create_webhook_api(app, auth, pool)
-                if webhooks_only
-                else create_api(app, auth, pool, services.signals)
-            ),
+            served,
             host=host,
             port=port,
             log_config=None,
@@ -229,10 +235,12 @@ async def _serve(
             listening.cancel()
             await api_task  # it could not start: say why
         url = app.settings.api.public_url or f"http://{address(host, port)}"
-        if webhooks_only:
-            print(f"tickwork is serving webhooks on {url}/api/webhooks/", file=out)
-        else:
+        if "api" in options.roles:
             print(f"tickwork is serving on {url} (API docs: {url}/api/docs)", file=out)
+        elif "webhook" in options.roles:
+            print(f"tickwork is serving webhooks on {url}/api/webhooks/", file=out)
+        if "mcp" in options.roles:
+            print(f"MCP endpoint: {url}/mcp (a personal API token as bearer token)", file=out)
     print(f"roles: {', '.join(sorted(options.roles))}", file=out, flush=True)
     if runtimes:
         print(f"runtimes: {', '.join(runtimes)}", file=out, flush=True)
@@ -246,6 +254,7 @@ async def _serve(
     services.request_stop()
     background_stop.set()
     await asyncio.gather(*running, return_exceptions=True)
+    await held.aclose()
     stopper.cancel()
     await app.aclose()
     for task in crashed:

@@ -8,6 +8,7 @@ can be left unguarded by accident.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -173,6 +174,11 @@ def services(request: Request) -> Services:
 bearer = HTTPBearer(auto_error=False, description="An access token or a personal API token")
 
 
+CHANNEL_KEY = "tickwork.channel"
+"""The ASGI scope key the MCP endpoint's in-process calls carry (a client cannot set a scope
+key: only the server's own code can)."""
+
+
 async def authorize(
     request: Request,
     credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
@@ -188,6 +194,8 @@ async def authorize(
     principal = await services(request).auth.authenticate(credentials.credentials)
     if principal.role < needed:
         raise PermissionDenied(needed.name, principal.role.name)
+    if request.scope.get(CHANNEL_KEY) == "mcp":  # set in process by the MCP endpoint only
+        principal = dataclasses.replace(principal, channel="mcp")
     request.state.principal = principal
 
 

@@ -51,13 +51,16 @@ class Principal:
     """How they proved it: a login session's access token, or a personal API token."""
     token_id: int | None
     """The API token's id; None for a session."""
+    channel: Literal["api", "mcp"] = "api"
+    """Where the request came in: the REST API, or a tool of the MCP endpoint."""
 
     @property
     def actor(self) -> str:
-        """How the audit trail names this principal."""
-        if self.via == "api_token":
-            return f"api_token:{self.token_id}:{self.email}"
-        return f"user:{self.email}"
+        """How the audit trail names this principal (``mcp:`` first for a call made through
+        the MCP endpoint)."""
+        who = f"api_token:{self.token_id}:{self.email}" if self.via == "api_token" else None
+        who = who or f"user:{self.email}"
+        return f"mcp:{who}" if self.channel == "mcp" else who
 
 
 @dataclass(frozen=True, slots=True)

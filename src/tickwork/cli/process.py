@@ -6,6 +6,7 @@ run tickwork, and ``bench`` and ``doctor``, which measure it and its tables.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Annotated
 
@@ -28,7 +29,7 @@ from tickwork.errors import ConfigError
 from tickwork.serve import EXIT_CANNOT_LISTEN, ROLES, CannotListen
 from tickwork.worker.run import catch_stop_signals_early
 
-__all__ = ["COMMANDS", "bench", "demo", "doctor", "migrate", "serve", "worker"]
+__all__ = ["COMMANDS", "bench", "demo", "doctor", "mcp", "migrate", "serve", "worker"]
 
 _WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency", "steady")
 _DEFAULT_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency")
@@ -101,6 +102,32 @@ def serve(
     except CannotListen as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_CANNOT_LISTEN) from None
+
+
+def mcp(
+    stdio: Annotated[
+        bool, typer.Option("--stdio", help="Talk MCP over stdin and stdout (a desktop assistant).")
+    ] = False,
+    app: AppOption = None,
+    log_level: LogLevel = "WARNING",
+) -> None:
+    """The MCP tools for a local assistant, as the person whose API token is in
+    TICKWORK_MCP_TOKEN (an environment variable, so it is not in the process list). Over
+    HTTP, `tickwork serve` answers at /mcp."""
+    import os
+
+    from tickwork.mcp.server import run_stdio
+
+    if not stdio:
+        raise ConfigError("say --stdio (over HTTP, tickwork serve answers MCP at /mcp)")
+    token = os.environ.get("TICKWORK_MCP_TOKEN", "").strip()
+    if not token:
+        raise ConfigError(
+            "TICKWORK_MCP_TOKEN is not set: create a personal API token (tickwork serve's"
+            " dashboard, Your account; or POST /api/me/tokens) and put it there"
+        )
+    logs.configure(log_level)  # to stderr: stdout carries the protocol
+    asyncio.run(run_stdio(load_app(app), token))
 
 
 def demo(log_level: LogLevel = "ERROR") -> None:
@@ -258,5 +285,5 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-COMMANDS: tuple[Callable[..., None], ...] = (migrate, worker, serve, demo, bench, doctor)
+COMMANDS: tuple[Callable[..., None], ...] = (migrate, worker, serve, mcp, demo, bench, doctor)
 """The root's own commands, in the order ``tickwork --help`` lists them."""

@@ -1,0 +1,190 @@
+"""The MCP server: the tools over Streamable HTTP at ``/mcp`` (``serve``'s ``mcp`` role), or
+over stdio for a desktop assistant (``tickwork mcp --stdio``), built with the official
+``mcp`` SDK.
+
+Over HTTP, each request carries a person's API token as a bearer token (checked by the
+SDK's bearer middleware against the same service as the REST API: 401 without one); the
+Host and Origin headers are checked against ``mcp.allowed_hosts``/``allowed_origins``
+(DNS rebinding), bodies are bounded by ``api.max_body_bytes``, and one token may make
+``mcp.rate`` requests a minute per process (429 beyond). The endpoint is stateless (each
+request stands alone), so any process of a fleet can answer any request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.fastmcp import FastMCP
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tickwork.api.throttle import Limiter
+from tickwork.app import App
+from tickwork.auth import AuthService
+from tickwork.config import Settings
+from tickwork.errors import AuthError, ConfigError
+from tickwork.mcp.bridge import Bridge
+from tickwork.mcp.tools import register
+
+MCP_PATH = "/mcp"
+INSTRUCTIONS = (
+    "tickwork runs background jobs, schedules and signals on PostgreSQL. These tools read and "
+    "operate it with the powers of the person whose API token you hold: a VIEWER's token reads,"
+    " an OPERATOR's also retries, cancels, enqueues and pauses, an ADMIN's also handles signals."
+    " Every change is recorded in the audit trail as made through MCP. Ask before changing "
+    "anything."
+)
+
+
+class _Verifier:
+    """The SDK's token check: the token must authenticate as the REST API would take it."""
+
+    def __init__(self, auth: AuthService) -> None:
+        self.auth = auth
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            principal = await self.auth.authenticate(token)
+        except AuthError:
+            return None
+        return AccessToken(
+            token=token, client_id=principal.actor, scopes=[], subject=str(principal.user_id)
+        )
+
+
+def _http_token() -> str:
+    found = get_access_token()
+    if found is None:  # the bearer middleware lets no request through without one
+        raise AuthError("a bearer token is required")
+    return found.token
+
+
+def build(
+    settings: Settings, bridge: Bridge, token: Callable[[], str], auth: AuthService | None
+) -> FastMCP:
+    """The server with every tool; each calls the API through ``bridge`` with ``token()``.
+    With ``auth`` (HTTP), requests must carry a token ``auth`` accepts."""
+
+    async def call(method: str, path: str, **kwargs: Any) -> Any:
+        return await bridge.call(token(), method, path, **kwargs)
+
+    public = settings.api.public_url or f"http://{settings.api.host}:{settings.api.port}"
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    server = FastMCP(
+        "tickwork",
+        instructions=INSTRUCTIONS,
+        token_verifier=None if auth is None else _Verifier(auth),
+        auth=None if auth is None else AuthSettings(issuer_url=public, resource_server_url=None),
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        max_request_body_size=settings.api.max_body_bytes,
+        transport_security=security(settings),
+        log_level="WARNING",
+    )
+    root.handlers = handlers  # the SDK configures the root logger; tickwork's logs stay its own
+    register(server, call)
+    return server
+
+
+def security(settings: Settings) -> TransportSecuritySettings:
+    """The Host and Origin allow-lists, with ``api.public_url``'s added."""
+    hosts = list(settings.mcp.allowed_hosts)
+    origins = list(settings.mcp.allowed_origins)
+    if settings.api.public_url:
+        parts = urlsplit(settings.api.public_url)
+        if not parts.scheme or not parts.netloc:
+            raise ConfigError(f"api.public_url ({settings.api.public_url!r}) must be a URL")
+        hosts.append(parts.netloc)
+        origins.append(f"{parts.scheme}://{parts.netloc}")
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+class Endpoint:
+    """``/mcp`` in front of another app (the API, or nothing when ``mcp`` runs alone), each
+    token limited to ``mcp.rate`` requests a minute."""
+
+    def __init__(self, server: FastMCP, settings: Settings, rest: ASGIApp | None) -> None:
+        self.server = server
+        self.mcp = server.streamable_http_app()
+        self.rest = rest
+        self.limiter = Limiter(settings.mcp.rate)
+
+    def lifespan(self) -> Any:
+        """Held while serving: the SDK's session manager runs inside it."""
+        return self.server.session_manager.run()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or (path != MCP_PATH and not path.startswith(MCP_PATH + "/")):
+            if self.rest is None:
+                await _answer(send, 404, {"status": 404, "title": "Not Found"})
+                return
+            await self.rest(scope, receive, send)
+            return
+        wait = self.limiter.wait(_token_key(scope))
+        if wait > 0:
+            problem = {
+                "status": 429,
+                "title": "Too Many Requests",
+                "detail": f"this token made too many MCP requests; retry in {math.ceil(wait)} s",
+            }
+            await _answer(send, 429, problem, [(b"retry-after", str(math.ceil(wait)).encode())])
+            return
+        await self.mcp(scope, receive, send)
+
+
+def _token_key(scope: Scope) -> str:
+    """What a request is counted by: a hash of its bearer token (the token itself is never
+    kept), or its address when it has none."""
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            return hashlib.sha256(value).hexdigest()
+    client = scope.get("client") or ("-", 0)
+    return f"address:{client[0]}"
+
+
+async def _answer(
+    send: Send, status: int, problem: dict[str, Any], extra: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    body = json.dumps(problem).encode()
+    headers = [(b"content-type", b"application/problem+json"), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def http_endpoint(
+    settings: Settings, auth: AuthService, rest_api: ASGIApp, served: ASGIApp | None
+) -> Endpoint:
+    """``/mcp`` over HTTP, calling ``rest_api`` in process, in front of ``served``."""
+    server = build(settings, Bridge(rest_api), _http_token, auth)
+    return Endpoint(server, settings, served)
+
+
+async def run_stdio(app: App, token: str) -> None:
+    """The tools over stdin/stdout for one person's ``token`` (checked first: a refused token
+    stops here, named), calling the API in this process on ``app``'s database."""
+    from tickwork.api import create_api
+
+    pool = await app.db.async_pool()
+    auth = AuthService(pool, app.db.store, app.settings.auth)
+    await auth.start()
+    await auth.authenticate(token)
+    bridge = Bridge(create_api(app, auth, pool))
+    try:
+        await build(app.settings, bridge, lambda: token, None).run_stdio_async()
+    finally:
+        await bridge.aclose()
+        await app.aclose()

@@ -1,0 +1,313 @@
+"""The MCP endpoint driven by the SDK's own client over real HTTP against a real ``tickwork
+serve``: the tools it lists; each tool, as ADMIN, OPERATOR and VIEWER, answers what the REST
+route answers that role (a read the same data, a refusal the same problem); no token, a
+revoked or expired one, a foreign Origin or Host are refused before any tool; every change
+is audited as made through MCP; a tool's failure comes back as a tool error holding the
+API's problem detail. And the stdio mode, for a desktop assistant."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+from pydantic import AnyUrl
+
+from tickwork import App
+from tickwork.api.security import ROUTE_ROLES
+from tickwork.auth import AuthService, Role
+
+from .support import serving
+
+pytestmark = pytest.mark.e2e
+
+E2E_DIR = Path(__file__).parent
+PASSWORD = "correct horse battery staple"
+USERS = {"ADMIN": "admin@example.com", "OPERATOR": "ops@example.com", "VIEWER": "view@example.com"}
+MUTATIONS = {  # tool -> the REST route it calls
+    "retry_job": ("POST", "/api/jobs/{job_id}/retry"),
+    "cancel_job": ("POST", "/api/jobs/{job_id}/cancel"),
+    "enqueue_job": ("POST", "/api/jobs"),
+    "pause_queue": ("POST", "/api/queues/{name}/pause"),
+    "resume_queue": ("POST", "/api/queues/{name}/resume"),
+    "trigger_schedule": ("POST", "/api/schedules/{name}/trigger"),
+    "run_definition": ("POST", "/api/definitions/{id}/run"),
+    "retry_signal": ("POST", "/api/admin/signals/{signal_id}/retry"),
+    "retry_delivery": ("POST", "/api/admin/signals/{signal_id}/reactors/{name}/retry"),
+}
+READS = {  # tool -> (its arguments, the REST route and query that answers the same)
+    "list_jobs": ({"limit": 5}, "/api/jobs?limit=5"),
+    "queue_stats": ({}, "/api/queues"),
+    "list_schedules": ({}, "/api/schedules"),
+    "list_definitions": ({}, "/api/definitions?limit=50"),
+    "signal_stats": ({}, "/api/admin/signals/stats"),
+    "stuck_signals": ({}, "/api/admin/signals/stuck"),
+    "health": ({}, "/api/health"),
+    "leaders": ({}, "/api/leaders"),
+    "workers": ({}, "/api/workers"),
+}
+
+
+@pytest.fixture
+def served(db_env: dict[str, str], app: App, tmp_path: Path) -> Iterator[str]:
+    """``tickwork serve`` of the dashboard's app on the test schema, a user per role."""
+
+    async def users() -> None:
+        auth = AuthService(await app.db.async_pool(), app.db.store, app.settings.auth)
+        await auth.start()
+        for role, email in USERS.items():
+            await auth.create_user(email, PASSWORD, role)
+
+    app.migrate()
+    asyncio.run(users())
+    env = db_env | {
+        "PYTHONPATH": os.pathsep.join(p for p in (str(E2E_DIR), os.environ.get("PYTHONPATH")) if p),
+        "TICKWORK_WORKER__QUEUES": '["ui"]',
+        "TICKWORK_RUNTIMES__SERVE": "[]",
+    }
+    with serving(env, tmp_path, "--app", "dashboard_app:app", "--log-level", "ERROR") as started:
+        assert "MCP endpoint: " in started[2]
+        yield started[1]
+
+
+def api_token(url: str, role: str, **fields: Any) -> tuple[int, str]:
+    """A personal API token of the role's user: its id and the token."""
+    login = httpx.post(f"{url}/api/auth/login", json={"email": USERS[role], "password": PASSWORD})
+    assert login.status_code == 200, login.text
+    session = {"Authorization": f"Bearer {login.json()['access_token']}"}
+    made = httpx.post(f"{url}/api/me/tokens", json={"name": "assistant", **fields}, headers=session)
+    assert made.status_code == 201, made.text
+    return int(made.json()["api_token"]["id"]), str(made.json()["token"])
+
+
+def rest(url: str, token: str, method: str, path: str, body: Any = None) -> httpx.Response:
+    return httpx.request(
+        method, f"{url}{path}", json=body, headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+@asynccontextmanager
+async def connected(url: str, token: str) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=60) as client,
+        streamable_http_client(f"{url}/mcp", http_client=client) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def problem(result: CallToolResult) -> dict[str, Any]:
+    """The API's problem detail a failed tool carries."""
+    assert result.isError, result
+    text = result.content[0]
+    assert isinstance(text, TextContent)
+    assert text.text.startswith("Error executing tool "), text.text  # then the problem
+    found: dict[str, Any] = json.loads(text.text[text.text.index("{") :])
+    return found
+
+
+def comparable(value: Any) -> Any:
+    """An answer without what changes between two reads (times, samples, clocks)."""
+    if isinstance(value, dict):
+        return {
+            k: comparable(v)
+            for k, v in value.items()
+            if k not in {"last_seen_at", "expires_at", "checked_at", "now", "at", "cpu", "rss"}
+        }
+    if isinstance(value, list):
+        return [comparable(v) for v in value]
+    return value
+
+
+async def test_the_tools_are_listed_with_schemas_resources_and_prompts(served: str) -> None:
+    _, token = api_token(served, "VIEWER")
+    async with connected(served, token) as session:
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        assert set(tools) == {"get_job", "list_jobs", *MUTATIONS, *READS}
+        for tool in tools.values():
+            assert tool.description and len(tool.description) > 30, tool.name
+            assert tool.inputSchema["type"] == "object", tool.name
+            assert tool.outputSchema is not None and tool.outputSchema["type"] == "object"
+        assert tools["list_jobs"].inputSchema["properties"]["limit"]["maximum"] == 100
+        assert tools["list_jobs"].annotations and tools["list_jobs"].annotations.readOnlyHint
+        assert tools["cancel_job"].annotations and tools["cancel_job"].annotations.destructiveHint
+        docs = {str(r.uri) for r in (await session.list_resources()).resources}
+        assert {"tickwork://docs/api", "tickwork://docs/dashboard"} <= docs
+        page = await session.read_resource(AnyUrl("tickwork://docs/api"))
+        assert "GET /api/jobs" in page.contents[0].text  # type: ignore[union-attr]
+        templates = (await session.list_resource_templates()).resourceTemplates
+        assert [t.uriTemplate for t in templates] == ["tickwork://jobs/{job_id}/output"]
+        prompts = {p.name for p in (await session.list_prompts()).prompts}
+        assert prompts == {"queue_backing_up", "why_did_it_fail"}
+        asked = await session.get_prompt("queue_backing_up", {"queue": "imports"})
+        assert "'imports'" in asked.messages[0].content.text  # type: ignore[union-attr]
+
+
+async def test_each_role_gets_what_the_api_gives_it(
+    served: str, app: App, sql: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    tokens = {role: api_token(served, role)[1] for role in USERS}
+    admin = tokens["ADMIN"]
+    done = rest(served, admin, "POST", "/api/jobs", {"task": "ui.ok", "args": {"word": "mcp"}})
+    assert done.status_code == 201, done.text
+    for role, token in tokens.items():
+        async with connected(served, token) as session:
+            # reads: the same data as the REST route, or the same refusal
+            for tool, (arguments, path) in READS.items():
+                answer = rest(served, token, "GET", path)
+                result = await session.call_tool(tool, arguments)
+                if answer.status_code == 200:
+                    assert not result.isError, (role, tool, result)
+                    got = result.structuredContent
+                    assert got is not None, (role, tool)
+                    expected = answer.json()
+                    if isinstance(expected, list):
+                        got = got["result"]
+                    assert comparable(got) == comparable(expected), (role, tool)
+                else:
+                    refused = problem(result)
+                    assert refused["status"] == answer.status_code == 403, (role, tool)
+                    assert refused["detail"] == answer.json()["detail"]
+
+            # changes: allowed exactly where the route table allows the role
+            dead = rest(
+                served, admin, "POST", "/api/jobs",
+                {"task": "ui.flaky", "args": {"marker": str(tmp_path / f"{role}.marker")}},
+            ).json()["id"]  # fmt: skip
+            held = rest(
+                served, admin, "POST", "/api/jobs", {"task": "ui.ok", "queue": "held"}
+            ).json()["id"]
+            assert (await app.wait_async(dead, timeout=60)).state.value == "DEAD_LETTER"
+            calls = {
+                "retry_job": {"job_id": dead},
+                "cancel_job": {"job_id": held},
+                "enqueue_job": {"task": "ui.ok", "args": {"word": role}},
+                "pause_queue": {"name": "held"},
+                "resume_queue": {"name": "held"},
+                "trigger_schedule": {"name": "no-such-schedule"},
+                "run_definition": {"definition_id": 999999},
+                "retry_signal": {"signal_id": 999999},
+                "retry_delivery": {"signal_id": 999999, "reactor": "nobody"},
+            }
+            for tool, arguments in calls.items():
+                result = await session.call_tool(tool, arguments)
+                allowed = Role[role] >= ROUTE_ROLES[MUTATIONS[tool]]
+                if not allowed:
+                    refused = problem(result)
+                    assert refused["status"] == 403, (role, tool, refused)
+                    assert ROUTE_ROLES[MUTATIONS[tool]].name in refused["detail"]
+                elif tool in {"trigger_schedule", "run_definition", "retry_signal",
+                              "retry_delivery"}:  # fmt: skip
+                    assert problem(result)["status"] == 404, (role, tool)  # the API's 404
+                else:
+                    assert not result.isError, (role, tool, result)
+            if Role[role] >= Role.OPERATOR:
+                job = await session.call_tool("get_job", {"job_id": dead})
+                assert job.structuredContent is not None
+                events = [e["event"] for e in job.structuredContent["timeline"]]
+                assert "job.retried" in events
+
+    # every change made through MCP is audited with the token's user, as made through MCP
+    audited = sql.execute(
+        "SELECT actor, event_type FROM audit_events WHERE actor LIKE 'mcp:%' ORDER BY id"
+    ).fetchall()
+    by_event: dict[str, set[str]] = {}
+    for actor, event in audited:
+        by_event.setdefault(event, set()).add(actor.split(":")[-1])
+    for event in ("job.retried", "job.enqueued", "queue.paused", "queue.resumed"):
+        assert by_event.get(event) == {USERS["ADMIN"], USERS["OPERATOR"]}, (event, by_event)
+    assert all(actor.startswith("mcp:api_token:") for actor, _ in audited)
+    assert not any(USERS["VIEWER"] in actor for actor, _ in audited)
+
+
+async def test_errors_are_tool_errors_holding_the_apis_problem(served: str, app: App) -> None:
+    _, token = api_token(served, "OPERATOR")
+    async with connected(served, token) as session:
+        missing = problem(await session.call_tool("get_job", {"job_id": 987654}))
+        assert missing["status"] == 404 and missing["title"]
+        unknown = problem(await session.call_tool("enqueue_job", {"task": "no.such.task"}))
+        assert unknown["status"] == 400 and "no.such.task" in unknown["detail"]
+        bad = problem(await session.call_tool("list_jobs", {"search": "a\x00b"}))
+        assert bad["status"] == 400 and bad["field"] == "q"
+        too_many = await session.call_tool("list_jobs", {"limit": 1000})  # the tool's schema
+        assert too_many.isError and "limit" in too_many.content[0].text  # type: ignore[union-attr]
+        done = await session.call_tool("enqueue_job", {"task": "ui.ok", "args": {"word": "out"}})
+        job_id = done.structuredContent["id"]  # type: ignore[index]
+        assert (await app.wait_async(job_id, timeout=60)).state.value == "SUCCEEDED"
+        output = await session.read_resource(AnyUrl(f"tickwork://jobs/{job_id}/output"))
+        assert output.contents[0].text.strip() == '"out"'  # type: ignore[union-attr]
+
+
+async def test_requests_without_a_good_token_or_from_elsewhere_are_refused(
+    served: str, sql: psycopg.Connection[Any]
+) -> None:
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    def post(headers: dict[str, str]) -> httpx.Response:
+        return httpx.post(f"{served}/mcp", json=hello, headers=accept | headers)
+
+    token_id, token = api_token(served, "ADMIN")
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert post(bearer).status_code == 200
+    assert post({}).status_code == 401
+    assert post({"Authorization": "Bearer twa_not-a-token"}).status_code == 401
+    assert post(bearer | {"Origin": "http://evil.example"}).status_code == 403
+    assert post(bearer | {"Host": "evil.example"}).status_code == 421
+    assert post(bearer | {"Origin": served}).status_code == 200  # the server's own pages
+    # an expired token, then a revoked one
+    expiring_id, expiring = api_token(served, "ADMIN", expires_in=3600)
+    sql.execute(
+        "UPDATE api_tokens SET expires_at = now() - interval '1 second' WHERE id = %s",
+        [expiring_id],
+    )
+    assert post({"Authorization": f"Bearer {expiring}"}).status_code == 401
+    revoked = rest(served, token, "DELETE", f"/api/me/tokens/{token_id}")
+    assert revoked.status_code == 204, revoked.text
+    assert post(bearer).status_code == 401
+
+
+async def test_a_desktop_assistant_talks_over_stdio(db_env: dict[str, str], app: App) -> None:
+    app.migrate()
+    auth = AuthService(await app.db.async_pool(), app.db.store, app.settings.auth)
+    await auth.start()
+    user = await auth.create_user(USERS["VIEWER"], PASSWORD, "VIEWER")
+    _, token = await auth.create_api_token(user.id, "desktop", "VIEWER", None)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "tickwork", "mcp", "--stdio"],
+        env=db_env | {"TICKWORK_MCP_TOKEN": token},
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        listed = await session.call_tool("list_jobs", {})
+        assert not listed.isError and listed.structuredContent == {
+            "items": [],
+            "next_cursor": None,
+            "total": None,
+        }
+        refused = problem(await session.call_tool("pause_queue", {"name": "q"}))
+        assert refused["status"] == 403
