@@ -120,16 +120,21 @@ def problem(result: CallToolResult) -> dict[str, Any]:
     return found
 
 
-def comparable(value: Any) -> Any:
-    """An answer without what changes between two reads (times, samples, clocks)."""
-    if isinstance(value, dict):
-        return {
-            k: comparable(v)
-            for k, v in value.items()
-            if k not in {"last_seen_at", "expires_at", "checked_at", "now", "at", "cpu", "rss"}
-        }
+def identity(value: Any) -> Any:
+    """What two reads a moment apart agree on while the serve's worker runs jobs: which
+    things an answer names (ids, names), not their changing counts, states or clocks."""
+    if isinstance(value, dict) and isinstance(value.get("items"), list):
+        return ("page", identity(value["items"]))
     if isinstance(value, list):
-        return [comparable(v) for v in value]
+        keys = ("id", "name", "worker_id", "role", "lease", "queue")
+        return sorted(
+            str(next((item[k] for k in keys if k in item), sorted(item)))
+            if isinstance(item, dict)
+            else str(item)
+            for item in value
+        )
+    if isinstance(value, dict):
+        return sorted(value)
     return value
 
 
@@ -177,7 +182,7 @@ async def test_each_role_gets_what_the_api_gives_it(
                     expected = answer.json()
                     if isinstance(expected, list):
                         got = got["result"]
-                    assert comparable(got) == comparable(expected), (role, tool)
+                    assert identity(got) == identity(expected), (role, tool)
                 else:
                     refused = problem(result)
                     assert refused["status"] == answer.status_code == 403, (role, tool)
@@ -250,6 +255,24 @@ async def test_errors_are_tool_errors_holding_the_apis_problem(served: str, app:
         assert (await app.wait_async(job_id, timeout=60)).state.value == "SUCCEEDED"
         output = await session.read_resource(AnyUrl(f"tickwork://jobs/{job_id}/output"))
         assert output.contents[0].text.strip() == '"out"'  # type: ignore[union-attr]
+        # a name is one path segment: it cannot reach another route
+        held = rest(served, token, "POST", "/api/jobs", {"task": "ui.ok", "queue": "held"})
+        sneaky = f"../jobs/{held.json()['id']}/cancel"
+        refused = problem(await session.call_tool("pause_queue", {"name": sneaky}))
+        assert 400 <= refused["status"] < 500, refused  # no route takes it
+        still = rest(served, token, "GET", f"/api/jobs/{held.json()['id']}").json()
+        assert still["state"] == "PENDING" and still["cancel_requested_at"] is None
+    # a body nested past any parser's depth is refused, not a crash
+    bomb = httpx.post(
+        f"{served}/mcp",
+        content=b"[" * 100_000,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
+    assert 400 <= bomb.status_code < 500, bomb.text
 
 
 async def test_requests_without_a_good_token_or_from_elsewhere_are_refused(
@@ -311,3 +334,40 @@ async def test_a_desktop_assistant_talks_over_stdio(db_env: dict[str, str], app:
         }
         refused = problem(await session.call_tool("pause_queue", {"name": "q"}))
         assert refused["status"] == 403
+
+
+def test_mcp_alone_serves_only_mcp_within_its_limits(
+    db_env: dict[str, str], app: App, tmp_path: Path
+) -> None:
+    """``serve --roles mcp``: no REST route and no page, only /mcp; a body over
+    api.max_body_bytes is refused before it is read, and one token past mcp.rate requests a
+    minute gets 429 with Retry-After (another token is not held back by it)."""
+
+    async def tokens() -> list[str]:
+        auth = AuthService(await app.db.async_pool(), app.db.store, app.settings.auth)
+        await auth.start()
+        user = await auth.create_user(USERS["VIEWER"], PASSWORD, "VIEWER")
+        return [(await auth.create_api_token(user.id, n, "VIEWER", None))[1] for n in "ab"]
+
+    app.migrate()
+    first, second = asyncio.run(tokens())
+    env = db_env | {"TICKWORK_MCP__RATE": "3", "TICKWORK_API__MAX_BODY_BYTES": "2048"}
+    with serving(env, tmp_path, "--roles", "mcp", "--log-level", "ERROR") as (_, url, printed):
+        assert "MCP endpoint: " in printed and "API docs" not in printed
+        assert httpx.get(f"{url}/api/jobs").status_code == 404
+        assert httpx.get(f"{url}/").status_code == 404
+        listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        accept = {"Accept": "application/json, text/event-stream"}
+
+        def post(token: str, body: Any = listing) -> httpx.Response:
+            return httpx.post(
+                f"{url}/mcp", json=body, headers=accept | {"Authorization": f"Bearer {token}"}
+            )
+
+        huge = listing | {"params": {"padding": "x" * 4096}}
+        assert post(first, huge).status_code == 413
+        assert [post(first).status_code for _ in range(2)] == [200, 200]
+        limited = post(first)
+        assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+        assert "too many MCP requests" in limited.json()["detail"]
+        assert post(second).status_code == 200

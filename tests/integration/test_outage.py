@@ -390,3 +390,26 @@ def test_cli_says_so_in_one_line(command: str, url: str, tmp_path: Path) -> None
     for output in (done.stdout, done.stderr):
         assert "Traceback" not in output
         assert CANARY not in output
+
+
+async def test_the_mcp_endpoint_answers_503_while_the_database_is_away(
+    api: Api, proxy: TcpProxy
+) -> None:
+    """A token cannot be checked without the database: /mcp says the database is away
+    (503, Retry-After), not that the token is bad (401) nor a crash (500)."""
+    from tickwork.mcp.server import http_endpoint
+
+    owner = await api.auth.create_user("assistant@example.com", PASSWORD, Role.VIEWER)
+    _, token = await api.auth.create_api_token(owner.id, "assistant", Role.VIEWER, None)
+    endpoint = http_endpoint(api.app.settings, api.auth, api.api, None)
+    transport = httpx.ASGITransport(app=endpoint, raise_app_exceptions=False)
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    async with (
+        endpoint.lifespan(),
+        httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as client,
+    ):
+        assert (await client.post("/mcp", json=listing, headers=headers)).status_code == 200
+        await proxy.cut()
+        assert_unavailable(await client.post("/mcp", json=listing, headers=headers))
+        await proxy.restore()

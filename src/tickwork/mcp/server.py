@@ -17,6 +17,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,13 +26,16 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.fastmcp import FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp, Receive, Scope, Send
+from psycopg_pool import PoolTimeout
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tickwork.api.throttle import Limiter
 from tickwork.app import App
 from tickwork.auth import AuthService
 from tickwork.config import Settings
-from tickwork.errors import AuthError, ConfigError
+from tickwork.db.driver_errors import CONNECTION_ERRORS
+from tickwork.errors import AuthError, ConfigError, DatabaseError
+from tickwork.limits import MAX_JSON_DEPTH, too_deep
 from tickwork.mcp.bridge import Bridge
 from tickwork.mcp.tools import register
 
@@ -45,6 +49,23 @@ INSTRUCTIONS = (
 )
 
 
+_checked: ContextVar[AccessToken | None] = ContextVar("tickwork_mcp_checked", default=None)
+"""The token :class:`Endpoint` checked for this request (so the SDK's check costs nothing)."""
+OUTAGE: tuple[type[BaseException], ...] = (DatabaseError, PoolTimeout, *CONNECTION_ERRORS)
+"""What checking a token meets when the database is out of reach (503, not a 401 or 500)."""
+
+
+async def _check(auth: AuthService, token: str) -> AccessToken | None:
+    """The SDK's view of a token the REST API would take; None for one it would refuse."""
+    try:
+        principal = await auth.authenticate(token)
+    except AuthError:
+        return None
+    return AccessToken(
+        token=token, client_id=principal.actor, scopes=[], subject=str(principal.user_id)
+    )
+
+
 class _Verifier:
     """The SDK's token check: the token must authenticate as the REST API would take it."""
 
@@ -52,13 +73,10 @@ class _Verifier:
         self.auth = auth
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        try:
-            principal = await self.auth.authenticate(token)
-        except AuthError:
-            return None
-        return AccessToken(
-            token=token, client_id=principal.actor, scopes=[], subject=str(principal.user_id)
-        )
+        found = _checked.get()
+        if found is not None and found.token == token:
+            return found
+        return await _check(self.auth, token)
 
 
 def _http_token() -> str:
@@ -116,11 +134,15 @@ class Endpoint:
     """``/mcp`` in front of another app (the API, or nothing when ``mcp`` runs alone), each
     token limited to ``mcp.rate`` requests a minute."""
 
-    def __init__(self, server: FastMCP, settings: Settings, rest: ASGIApp | None) -> None:
+    def __init__(
+        self, server: FastMCP, settings: Settings, auth: AuthService, rest: ASGIApp | None
+    ) -> None:
         self.server = server
+        self.auth = auth
         self.mcp = server.streamable_http_app()
         self.rest = rest
         self.limiter = Limiter(settings.mcp.rate)
+        self.max_body = settings.api.max_body_bytes
 
     def lifespan(self) -> Any:
         """Held while serving: the SDK's session manager runs inside it."""
@@ -143,15 +165,95 @@ class Endpoint:
             }
             await _answer(send, 429, problem, [(b"retry-after", str(math.ceil(wait)).encode())])
             return
+        if scope.get("method") == "POST":
+            body = await _body(receive, self.max_body)
+            refusal = _refusal(body, self.max_body)
+            if refusal is not None:
+                await _answer(send, *refusal)
+                return
+            assert body is not None  # one past the limit is refused
+            receive = _replay(body, receive)
+        token = _bearer(scope)
+        if token:
+            try:
+                _checked.set(await _check(self.auth, token))
+            except OUTAGE:
+                problem = {
+                    "status": 503,
+                    "title": "Database unavailable",
+                    "detail": "the database is out of reach; try again shortly",
+                }
+                await _answer(send, 503, problem, [(b"retry-after", b"5")])
+                return
         await self.mcp(scope, receive, send)
+
+
+async def _body(receive: Receive, limit: int) -> bytes | None:
+    """The request's body, or None once it is past ``limit`` bytes (the rest is not read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _refusal(body: bytes | None, limit: int) -> tuple[int, dict[str, Any]] | None:
+    """Why a body is refused before the SDK parses it: too large, or nested deeper than
+    :data:`~tickwork.limits.MAX_JSON_DEPTH` (a parser's recursion is no place to find out)."""
+    if body is None:
+        return 413, {"status": 413, "title": "Content Too Large", "detail": f"over {limit} bytes"}
+    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
+        return None  # too few brackets to be too deep: most requests
+    try:
+        deep = too_deep(json.loads(body))
+    except RecursionError:
+        deep = True
+    except ValueError:
+        return None  # not JSON: the SDK answers it as a parse error
+    if deep:
+        detail = f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+        return 400, {"status": 400, "title": "Bad Request", "detail": detail}
+    return None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the body read over again, then the client's own messages
+    (its disconnect)."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+def _bearer(scope: Scope) -> str | None:
+    """The request's bearer token, if it has one."""
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    return None
 
 
 def _token_key(scope: Scope) -> str:
     """What a request is counted by: a hash of its bearer token (the token itself is never
     kept), or its address when it has none."""
-    for name, value in scope.get("headers", []):
-        if name == b"authorization":
-            return hashlib.sha256(value).hexdigest()
+    token = _bearer(scope)
+    if token:
+        return hashlib.sha256(token.encode()).hexdigest()
     client = scope.get("client") or ("-", 0)
     return f"address:{client[0]}"
 
@@ -170,7 +272,7 @@ def http_endpoint(
 ) -> Endpoint:
     """``/mcp`` over HTTP, calling ``rest_api`` in process, in front of ``served``."""
     server = build(settings, Bridge(rest_api), _http_token, auth)
-    return Endpoint(server, settings, served)
+    return Endpoint(server, settings, auth, served)
 
 
 async def run_stdio(app: App, token: str) -> None:

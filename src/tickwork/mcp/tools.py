@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from mcp.server.fastmcp import FastMCP
 from mcp.types import ToolAnnotations
@@ -58,6 +59,11 @@ class QueueState(BaseModel):
 
     queue: str
     paused: bool
+
+
+def segment(text: str) -> str:
+    """``text`` as one path segment: a name holding ``/`` or ``..`` names nothing else."""
+    return quote(text, safe="")
 
 
 def register(server: FastMCP, call: Call) -> None:
@@ -164,13 +170,13 @@ def _queues_and_schedules(server: FastMCP, call: Call) -> None:
     @server.tool(annotations=STOP, structured_output=True)
     async def pause_queue(name: QueueName) -> QueueState:
         """Stop claims from a queue (running jobs finish; OPERATOR; audited)."""
-        await call("POST", f"/api/queues/{name}/pause")
+        await call("POST", f"/api/queues/{segment(name)}/pause")
         return QueueState(queue=name, paused=True)
 
     @server.tool(annotations=CHANGE, structured_output=True)
     async def resume_queue(name: QueueName) -> QueueState:
         """Let workers claim from a paused queue again (OPERATOR; audited)."""
-        await call("POST", f"/api/queues/{name}/resume")
+        await call("POST", f"/api/queues/{segment(name)}/resume")
         return QueueState(queue=name, paused=False)
 
     @server.tool(annotations=READ, structured_output=True)
@@ -183,7 +189,8 @@ def _queues_and_schedules(server: FastMCP, call: Call) -> None:
         name: Annotated[str, Field(min_length=1, max_length=200, description="its name")],
     ) -> JobOut:
         """Enqueue a schedule's job now, outside its cron (OPERATOR; audited)."""
-        return await call("POST", f"/api/schedules/{name}/trigger")  # type: ignore[no-any-return]
+        path = f"/api/schedules/{segment(name)}/trigger"
+        return await call("POST", path)  # type: ignore[no-any-return]
 
 
 def _definitions_and_signals(server: FastMCP, call: Call) -> None:
@@ -239,7 +246,7 @@ def _definitions_and_signals(server: FastMCP, call: Call) -> None:
         reactor: Annotated[str, Field(min_length=1, max_length=200, description="its name")],
     ) -> SignalOut:
         """Deliver a signal again to one reactor (ADMIN; audited)."""
-        path = f"/api/admin/signals/{signal_id}/reactors/{reactor}/retry"
+        path = f"/api/admin/signals/{signal_id}/reactors/{segment(reactor)}/retry"
         return await call("POST", path)  # type: ignore[no-any-return]
 
 
