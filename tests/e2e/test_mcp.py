@@ -263,7 +263,8 @@ async def test_errors_are_tool_errors_holding_the_apis_problem(served: str, app:
         still = rest(served, token, "GET", f"/api/jobs/{held.json()['id']}").json()
         assert still["state"] == "PENDING" and still["cancel_requested_at"] is None
     # a body nested past any parser's depth is refused, not a crash
-    bomb = httpx.post(
+    bomb = await asyncio.to_thread(
+        httpx.post,
         f"{served}/mcp",
         content=b"[" * 100_000,
         headers={
