@@ -53,6 +53,7 @@ def test_the_wheel_serves_the_dashboard_without_node(
     assets = [n for n in names if n.startswith("tickwork/web/dist/assets/")]
     assert any(n.endswith(".js") for n in assets) and any(n.endswith(".css") for n in assets)
     assert any(n.startswith("tickwork/db/migrations/") for n in names)
+    assert "tickwork/docs/mcp.md" in names  # the MCP endpoint's documentation resources
     assert not any("node_modules" in n or n.startswith("ui/") for n in names)
 
     env = db_env | {
