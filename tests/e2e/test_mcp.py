@@ -167,6 +167,13 @@ async def test_each_role_gets_what_the_api_gives_it(
 ) -> None:
     tokens = {role: api_token(served, role)[1] for role in USERS}
     admin = tokens["ADMIN"]
+    schedule = {"name": "mcp-nightly", "task": "ui.ok", "cron": "0 3 * * *", "queue": "held"}
+    assert rest(served, admin, "POST", "/api/schedules", schedule).status_code == 201
+    definition = rest(
+        served, admin, "POST", "/api/definitions",
+        {"name": "mcp-ping", "kind": "http", "http": {"url": "https://example.com/"}},
+    )  # fmt: skip
+    assert definition.status_code == 201, definition.text
     done = rest(served, admin, "POST", "/api/jobs", {"task": "ui.ok", "args": {"word": "mcp"}})
     assert done.status_code == 201, done.text
     for role, token in tokens.items():
@@ -203,8 +210,8 @@ async def test_each_role_gets_what_the_api_gives_it(
                 "enqueue_job": {"task": "ui.ok", "args": {"word": role}},
                 "pause_queue": {"name": "held"},
                 "resume_queue": {"name": "held"},
-                "trigger_schedule": {"name": "no-such-schedule"},
-                "run_definition": {"definition_id": 999999},
+                "trigger_schedule": {"name": "mcp-nightly"},
+                "run_definition": {"definition_id": definition.json()["id"]},
                 "retry_signal": {"signal_id": 999999},
                 "retry_delivery": {"signal_id": 999999, "reactor": "nobody"},
             }
@@ -215,8 +222,7 @@ async def test_each_role_gets_what_the_api_gives_it(
                     refused = problem(result)
                     assert refused["status"] == 403, (role, tool, refused)
                     assert ROUTE_ROLES[MUTATIONS[tool]].name in refused["detail"]
-                elif tool in {"trigger_schedule", "run_definition", "retry_signal",
-                              "retry_delivery"}:  # fmt: skip
+                elif tool in {"retry_signal", "retry_delivery"}:
                     assert problem(result)["status"] == 404, (role, tool)  # the API's 404
                 else:
                     assert not result.isError, (role, tool, result)
@@ -233,7 +239,15 @@ async def test_each_role_gets_what_the_api_gives_it(
     by_event: dict[str, set[str]] = {}
     for actor, event in audited:
         by_event.setdefault(event, set()).add(actor.split(":")[-1])
-    for event in ("job.retried", "job.enqueued", "queue.paused", "queue.resumed"):
+    for event in (
+        "job.retried",
+        "job.cancelled",
+        "job.enqueued",
+        "queue.paused",
+        "queue.resumed",
+        "schedule.triggered",
+        "definition.run",
+    ):
         assert by_event.get(event) == {USERS["ADMIN"], USERS["OPERATOR"]}, (event, by_event)
     assert all(actor.startswith("mcp:api_token:") for actor, _ in audited)
     assert not any(USERS["VIEWER"] in actor for actor, _ in audited)
