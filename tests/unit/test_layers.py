@@ -54,6 +54,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tickwork.cli",
             "tickwork.serve",
             "tickwork.web",
+            "tickwork.mcp",
             "tickwork.__main__",
         ),
     ),

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import StreamingResponse
-from psycopg_pool import PoolTimeout
 
 from tickwork.api.security import Services, caller, services
 from tickwork.db.driver_errors import CONNECTION_ERRORS
@@ -46,7 +45,7 @@ KINDS = ("jobs", "finished", "control")
 """The notification channels a stream carries (the job path's own)."""
 CLAIM_LOOK = 2.0
 """Seconds between two looks at the live attempts (for ``running`` events)."""
-LOOK_ERRORS: tuple[type[BaseException], ...] = (TickworkError, PoolTimeout, *CONNECTION_ERRORS)
+LOOK_ERRORS: tuple[type[BaseException], ...] = (TickworkError, *CONNECTION_ERRORS)
 """What a look at the live attempts survives (the database away: the next look tries again)."""
 MIN_GAP = 0.5
 """Seconds between two events of a stream: changes in between are sent together."""

@@ -26,7 +26,6 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.fastmcp import FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
-from psycopg_pool import PoolTimeout
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tickwork.api.throttle import Limiter
@@ -51,7 +50,7 @@ INSTRUCTIONS = (
 
 _checked: ContextVar[AccessToken | None] = ContextVar("tickwork_mcp_checked", default=None)
 """The token :class:`Endpoint` checked for this request (so the SDK's check costs nothing)."""
-OUTAGE: tuple[type[BaseException], ...] = (DatabaseError, PoolTimeout, *CONNECTION_ERRORS)
+OUTAGE: tuple[type[BaseException], ...] = (DatabaseError, *CONNECTION_ERRORS)
 """What checking a token meets when the database is out of reach (503, not a 401 or 500)."""
 
 
