@@ -300,7 +300,8 @@ class McpSettings(BaseModel):
     """Origin headers ``/mcp`` accepts (a request without one, as assistants send, is
     accepted); ``api.public_url``'s origin is added. Others are refused (403)."""
     rate: int = Field(600, ge=1, le=1_000_000)
-    """Requests one token may make to ``/mcp`` per minute in one process; past it 429."""
+    """Requests one person may make to ``/mcp`` per minute in one process (and refused
+    tokens one address may send); past it 429."""
 
 
 class ReactorSettings(BaseModel):

@@ -262,6 +262,10 @@ async def test_errors_are_tool_errors_holding_the_apis_problem(served: str, app:
         assert unknown["status"] == 400 and "no.such.task" in unknown["detail"]
         bad = problem(await session.call_tool("list_jobs", {"search": "a\x00b"}))
         assert bad["status"] == 400 and bad["field"] == "q"
+        dots = problem(await session.call_tool("retry_delivery", {"signal_id": 1, "reactor": ".."}))
+        assert dots["status"] == 400 and dots["field"] == "reactor"  # not folded into /retry
+        long = await session.call_tool("list_jobs", {"queue": "q" * 300})
+        assert long.isError and "queue" in long.content[0].text  # type: ignore[union-attr]
         too_many = await session.call_tool("list_jobs", {"limit": 1000})  # the tool's schema
         assert too_many.isError and "limit" in too_many.content[0].text  # type: ignore[union-attr]
         done = await session.call_tool("enqueue_job", {"task": "ui.ok", "args": {"word": "out"}})
@@ -354,19 +358,24 @@ async def test_a_desktop_assistant_talks_over_stdio(db_env: dict[str, str], app:
 def test_mcp_alone_serves_only_mcp_within_its_limits(
     db_env: dict[str, str], app: App, tmp_path: Path
 ) -> None:
-    """``serve --roles mcp``: no REST route and no page, only /mcp; a body over
-    api.max_body_bytes is refused before it is read, and one token past mcp.rate requests a
-    minute gets 429 with Retry-After (another token is not held back by it)."""
+    """``serve --roles mcp``: no REST route and no page, only ``POST /mcp``; a body over
+    api.max_body_bytes, not UTF-8 or nested too deep is refused before the SDK parses it; a
+    person past mcp.rate requests a minute (whichever of their tokens) gets 429 with
+    Retry-After, another person does not; an address sending refused tokens past the rate
+    gets 429 before its tokens are looked up."""
 
     async def tokens() -> list[str]:
         auth = AuthService(await app.db.async_pool(), app.db.store, app.settings.auth)
         await auth.start()
-        user = await auth.create_user(USERS["VIEWER"], PASSWORD, "VIEWER")
-        return [(await auth.create_api_token(user.id, n, "VIEWER", None))[1] for n in "ab"]
+        found = []
+        for role in ("VIEWER", "OPERATOR"):
+            user = await auth.create_user(USERS[role], PASSWORD, role)
+            found += [(await auth.create_api_token(user.id, n, role, None))[1] for n in "ab"]
+        return found
 
     app.migrate()
-    first, second = asyncio.run(tokens())
-    env = db_env | {"TICKWORK_MCP__RATE": "3", "TICKWORK_API__MAX_BODY_BYTES": "2048"}
+    first, first_again, other, _ = asyncio.run(tokens())
+    env = db_env | {"TICKWORK_MCP__RATE": "4", "TICKWORK_API__MAX_BODY_BYTES": "2048"}
     with serving(env, tmp_path, "--roles", "mcp", "--log-level", "ERROR") as (_, url, printed):
         assert "MCP endpoint: " in printed and "API docs" not in printed
         assert httpx.get(f"{url}/api/jobs").status_code == 404
@@ -374,15 +383,32 @@ def test_mcp_alone_serves_only_mcp_within_its_limits(
         listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
         accept = {"Accept": "application/json, text/event-stream"}
 
-        def post(token: str, body: Any = listing) -> httpx.Response:
-            return httpx.post(
-                f"{url}/mcp", json=body, headers=accept | {"Authorization": f"Bearer {token}"}
-            )
+        def post(token: str, body: Any = listing, **headers: str) -> httpx.Response:
+            sent = accept | {"Authorization": f"Bearer {token}"} | headers
+            if isinstance(body, bytes):
+                return httpx.post(f"{url}/mcp", content=body, headers=sent)
+            return httpx.post(f"{url}/mcp", json=body, headers=sent)
 
+        # before any body is read: the method, the path, the Host, the token
+        viewer = {"Authorization": f"Bearer {other}"}
+        assert httpx.get(f"{url}/mcp", headers=viewer | accept).status_code == 405
+        slash = httpx.post(f"{url}/mcp/", json=listing, headers=viewer | accept)
+        assert slash.status_code == 404 and "location" not in slash.headers
+        assert post(other, Host="127.0.0.1:evil.example").status_code == 421
+        assert post(other, Host="localhost:").status_code == 421
+        # the bodies the SDK is not handed
         huge = listing | {"params": {"padding": "x" * 4096}}
         assert post(first, huge).status_code == 413
-        assert [post(first).status_code for _ in range(2)] == [200, 200]
+        bad_utf8 = (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "\xff\xfe"}}'
+        )
+        assert post(first, bad_utf8, **{"Content-Type": "application/json"}).status_code == 400
+        # one person's rate, whichever token: 413, 400, then two more, then 429
+        assert [post(first_again).status_code for _ in range(2)] == [200, 200]
         limited = post(first)
         assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
         assert "too many MCP requests" in limited.json()["detail"]
-        assert post(second).status_code == 200
+        assert post(other).status_code == 200  # another person is not held back
+        # refused tokens, counted by address: past the rate, 429 before any lookup
+        assert [post(f"twk_made-up-{n}").status_code for n in range(4)] == [401] * 4
+        assert post("twk_made-up-again").status_code == 429

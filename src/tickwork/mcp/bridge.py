@@ -53,13 +53,17 @@ class Bridge:
         """The route's JSON answer (None for 204); a :class:`ToolError` holding the API's
         problem detail for a 4xx or 5xx (the tool's error, not a protocol failure)."""
         query = {k: v for k, v in (params or {}).items() if v is not None}
-        answer = await self._client.request(
-            method,
-            path,
-            params=query,
-            json=body,
-            headers={"Authorization": f"Bearer {token}"},
-        )
+        try:
+            answer = await self._client.request(
+                method,
+                path,
+                params=query,
+                json=body,
+                headers={"Authorization": f"Bearer {token}"},
+            )
+        except httpx.InvalidURL as exc:  # a value too long (or unfit) for an address
+            problem = {"status": 400, "title": "Bad Request", "detail": f"an argument {exc}"}
+            raise ToolError(json.dumps(problem)) from None
         if answer.status_code >= 400:
             raise ToolError(problem_text(answer))
         if answer.status_code == 204 or not answer.content:

@@ -12,7 +12,7 @@ request stands alone), so any process of a fleet can answer any request.
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import json
 import logging
 import math
@@ -34,7 +34,7 @@ from tickwork.auth import AuthService
 from tickwork.config import Settings
 from tickwork.db.driver_errors import CONNECTION_ERRORS
 from tickwork.errors import AuthError, ConfigError, DatabaseError
-from tickwork.limits import MAX_JSON_DEPTH, too_deep
+from tickwork.limits import MAX_JSON_DEPTH, cut, too_deep
 from tickwork.mcp.bridge import Bridge
 from tickwork.mcp.tools import register
 
@@ -85,6 +85,28 @@ def _http_token() -> str:
     return found.token
 
 
+MAX_SDK_LOG = 500
+"""Characters of an SDK log message that are kept: some quote a whole client message."""
+log = logging.getLogger("tickwork.mcp")
+
+
+class _SdkLog(logging.Handler):
+    """The SDK's warnings and errors as tickwork's own log lines, each cut to
+    :data:`MAX_SDK_LOG` characters (a client cannot fill the log by what it sends)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        detail = cut(record.getMessage(), MAX_SDK_LOG)
+        log.log(record.levelno, "mcp sdk", extra={"sdk_logger": record.name, "detail": detail})
+
+
+def _route_sdk_logs() -> None:
+    sdk = logging.getLogger("mcp")
+    if not any(isinstance(h, _SdkLog) for h in sdk.handlers):
+        sdk.addHandler(_SdkLog(logging.WARNING))
+    sdk.setLevel(logging.WARNING)
+    sdk.propagate = False
+
+
 def build(
     settings: Settings, bridge: Bridge, token: Callable[[], str], auth: AuthService | None
 ) -> FastMCP:
@@ -110,6 +132,7 @@ def build(
         log_level="WARNING",
     )
     root.handlers = handlers  # the SDK configures the root logger; tickwork's logs stay its own
+    _route_sdk_logs()
     register(server, call)
     return server
 
@@ -130,8 +153,13 @@ def security(settings: Settings) -> TransportSecuritySettings:
 
 
 class Endpoint:
-    """``/mcp`` in front of another app (the API, or nothing when ``mcp`` runs alone), each
-    token limited to ``mcp.rate`` requests a minute."""
+    """``/mcp`` in front of another app (the API, or nothing when ``mcp`` runs alone).
+
+    Before the SDK sees a request: only ``POST /mcp`` is served (a stateless endpoint has no
+    stream to offer: GET is 405); the Host and Origin headers must be allowed; the bearer
+    token must authenticate (else 401, before any body is read; refusals are counted per
+    address); one person makes at most ``mcp.rate`` requests a minute; the body must be
+    UTF-8, at most ``api.max_body_bytes`` and nested at most 64 deep."""
 
     def __init__(
         self, server: FastMCP, settings: Settings, auth: AuthService, rest: ASGIApp | None
@@ -141,7 +169,9 @@ class Endpoint:
         self.mcp = server.streamable_http_app()
         self.rest = rest
         self.limiter = Limiter(settings.mcp.rate)
+        self.refused = Limiter(settings.mcp.rate)
         self.max_body = settings.api.max_body_bytes
+        self.allowed = security(settings)
 
     def lifespan(self) -> Any:
         """Held while serving: the SDK's session manager runs inside it."""
@@ -151,40 +181,84 @@ class Endpoint:
         path = scope.get("path", "")
         if scope["type"] != "http" or (path != MCP_PATH and not path.startswith(MCP_PATH + "/")):
             if self.rest is None:
-                await _answer(send, 404, {"status": 404, "title": "Not Found"})
+                await _answer(send, *_problem(404, "Not Found", "no such route"))
                 return
             await self.rest(scope, receive, send)
             return
-        wait = self.limiter.wait(_token_key(scope))
-        if wait > 0:
-            problem = {
-                "status": 429,
-                "title": "Too Many Requests",
-                "detail": f"this token made too many MCP requests; retry in {math.ceil(wait)} s",
-            }
-            await _answer(send, 429, problem, [(b"retry-after", str(math.ceil(wait)).encode())])
-            return
-        if scope.get("method") == "POST":
+        refusal = await self._refusal(scope)
+        if refusal is None and scope.get("method") == "POST":
             body = await _body(receive, self.max_body)
-            refusal = _refusal(body, self.max_body)
-            if refusal is not None:
-                await _answer(send, *refusal)
-                return
-            assert body is not None  # one past the limit is refused
-            receive = _replay(body, receive)
-        token = _bearer(scope)
-        if token:
-            try:
-                _checked.set(await _check(self.auth, token))
-            except OUTAGE:
-                problem = {
-                    "status": 503,
-                    "title": "Database unavailable",
-                    "detail": "the database is out of reach; try again shortly",
-                }
-                await _answer(send, 503, problem, [(b"retry-after", b"5")])
-                return
+            refusal = await _body_refusal(body, self.max_body)
+            if refusal is None and body is not None:
+                receive = _replay(body, receive)
+        if refusal is not None:
+            await _answer(send, *refusal)
+            return
         await self.mcp(scope, receive, send)
+
+    async def _refusal(self, scope: Scope) -> Refusal | None:
+        """Why a request is answered before its body is read; None: read on."""
+        if scope["path"] != MCP_PATH:
+            return _problem(404, "Not Found", f"the MCP endpoint is {MCP_PATH}")
+        if scope.get("method") != "POST":
+            return (*_problem(405, "Method Not Allowed", "POST JSON-RPC messages"), ALLOW_POST)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if not _allowed(headers.get("host", ""), self.allowed.allowed_hosts):
+            return _problem(
+                421, "Misdirected Request", "this Host is not served (mcp.allowed_hosts)"
+            )
+        origin = headers.get("origin")
+        if origin is not None and not _allowed(origin, self.allowed.allowed_origins):
+            return _problem(403, "Forbidden", "requests from this Origin are refused")
+        address = (scope.get("client") or ("-", 0))[0]
+        wait = self.refused.peek(address)
+        if wait > 0:
+            return _throttled(wait, "too many refused tokens from this address")
+        token = _bearer(headers.get("authorization", ""))
+        try:
+            checked = None if token is None else await _check(self.auth, token)
+        except OUTAGE:
+            problem = _problem(503, "Database unavailable", "the database is out of reach")
+            return (*problem, RETRY_SOON)
+        if checked is None:
+            self.refused.wait(address)
+            detail = "a valid personal API token is required as a bearer token"
+            return (*_problem(401, "Unauthorized", detail), ASK_BEARER)
+        _checked.set(checked)
+        wait = self.limiter.wait(checked.subject)
+        if wait > 0:
+            return _throttled(wait, "this person made too many MCP requests")
+        return None
+
+
+Refusal = tuple[int, dict[str, Any]] | tuple[int, dict[str, Any], Sequence[tuple[bytes, bytes]]]
+"""A status, its problem detail, and headers to send with it."""
+ALLOW_POST = [(b"allow", b"POST")]
+ASK_BEARER = [(b"www-authenticate", b'Bearer realm="tickwork"')]
+RETRY_SOON = [(b"retry-after", b"5")]
+
+
+def _problem(status: int, title: str, detail: str) -> tuple[int, dict[str, Any]]:
+    return status, {"status": status, "title": title, "detail": detail}
+
+
+def _throttled(wait: float, why: str) -> Refusal:
+    seconds = math.ceil(wait)
+    problem = _problem(429, "Too Many Requests", f"{why}; retry in {seconds} s")
+    return (*problem, [(b"retry-after", str(seconds).encode())])
+
+
+def _allowed(value: str, patterns: Sequence[str]) -> bool:
+    """``value`` is one of ``patterns``, or matches a ``name:*`` one with a port of digits."""
+    for pattern in patterns:
+        if value == pattern:
+            return True
+        if pattern.endswith(":*"):
+            base = pattern[:-1]  # "name:"
+            port = value[len(base) :]
+            if value.startswith(base) and port.isdigit() and len(port) <= 5:
+                return True
+    return False
 
 
 async def _body(receive: Receive, limit: int) -> bytes | None:
@@ -204,23 +278,30 @@ async def _body(receive: Receive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
-def _refusal(body: bytes | None, limit: int) -> tuple[int, dict[str, Any]] | None:
-    """Why a body is refused before the SDK parses it: too large, or nested deeper than
-    :data:`~tickwork.limits.MAX_JSON_DEPTH` (a parser's recursion is no place to find out)."""
+async def _body_refusal(body: bytes | None, limit: int) -> Refusal | None:
+    """Why a body is refused before the SDK parses it: too large, not UTF-8, or nested
+    deeper than :data:`~tickwork.limits.MAX_JSON_DEPTH` (a parser's recursion is no place to
+    find out; the walk runs off the event loop)."""
     if body is None:
-        return 413, {"status": 413, "title": "Content Too Large", "detail": f"over {limit} bytes"}
-    if body.count(b"[") + body.count(b"{") <= MAX_JSON_DEPTH:
-        return None  # too few brackets to be too deep: most requests
+        return _problem(413, "Content Too Large", f"the body is over {limit} bytes")
     try:
-        deep = too_deep(json.loads(body))
-    except RecursionError:
-        deep = True
-    except ValueError:
-        return None  # not JSON: the SDK answers it as a parse error
-    if deep:
-        detail = f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
-        return 400, {"status": 400, "title": "Bad Request", "detail": detail}
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _problem(400, "Bad Request", f"the body is not UTF-8 (byte {exc.start})")
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return None  # too few brackets to be too deep: most requests
+    if await asyncio.to_thread(_too_deep, text):
+        return _problem(400, "Bad Request", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     return None
+
+
+def _too_deep(text: str) -> bool:
+    try:
+        return too_deep(json.loads(text))
+    except RecursionError:
+        return True
+    except ValueError:
+        return False  # not JSON: the SDK answers it as a parse error
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -238,23 +319,10 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-def _bearer(scope: Scope) -> str | None:
-    """The request's bearer token, if it has one."""
-    for name, value in scope.get("headers", []):
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-    return None
-
-
-def _token_key(scope: Scope) -> str:
-    """What a request is counted by: a hash of its bearer token (the token itself is never
-    kept), or its address when it has none."""
-    token = _bearer(scope)
-    if token:
-        return hashlib.sha256(token.encode()).hexdigest()
-    client = scope.get("client") or ("-", 0)
-    return f"address:{client[0]}"
+def _bearer(header: str) -> str | None:
+    """The token of an ``Authorization: Bearer`` header, if it holds one."""
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
 async def _answer(

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field, RootModel
 
@@ -61,8 +62,12 @@ class QueueState(BaseModel):
     paused: bool
 
 
-def segment(text: str) -> str:
-    """``text`` as one path segment: a name holding ``/`` or ``..`` names nothing else."""
+def segment(text: str, field: str) -> str:
+    """``text`` as one path segment: a name holding ``/`` names nothing else, and ``.`` or
+    ``..`` (which an address would fold into another route) is refused."""
+    if text in (".", ".."):
+        problem = {"status": 400, "title": "Bad Request", "detail": f"{field} cannot be {text}"}
+        raise ToolError(json.dumps(problem | {"field": field}))
     return quote(text, safe="")
 
 
@@ -80,8 +85,12 @@ def _jobs(server: FastMCP, call: Call) -> None:
     @server.tool(annotations=READ, structured_output=True)
     async def list_jobs(
         state: Annotated[list[JobState] | None, Field(description="any of these states")] = None,
-        queue: Annotated[str | None, Field(description="exactly this queue")] = None,
-        task: Annotated[str | None, Field(description="exactly this task name")] = None,
+        queue: Annotated[
+            str | None, Field(max_length=200, description="exactly this queue")
+        ] = None,
+        task: Annotated[
+            str | None, Field(max_length=200, description="exactly this task name")
+        ] = None,
         search: Annotated[
             str | None,
             Field(
@@ -170,13 +179,13 @@ def _queues_and_schedules(server: FastMCP, call: Call) -> None:
     @server.tool(annotations=STOP, structured_output=True)
     async def pause_queue(name: QueueName) -> QueueState:
         """Stop claims from a queue (running jobs finish; OPERATOR; audited)."""
-        await call("POST", f"/api/queues/{segment(name)}/pause")
+        await call("POST", "/api/queues/" + segment(name, "name") + "/pause")
         return QueueState(queue=name, paused=True)
 
     @server.tool(annotations=CHANGE, structured_output=True)
     async def resume_queue(name: QueueName) -> QueueState:
         """Let workers claim from a paused queue again (OPERATOR; audited)."""
-        await call("POST", f"/api/queues/{segment(name)}/resume")
+        await call("POST", "/api/queues/" + segment(name, "name") + "/resume")
         return QueueState(queue=name, paused=False)
 
     @server.tool(annotations=READ, structured_output=True)
@@ -189,7 +198,7 @@ def _queues_and_schedules(server: FastMCP, call: Call) -> None:
         name: Annotated[str, Field(min_length=1, max_length=200, description="its name")],
     ) -> JobOut:
         """Enqueue a schedule's job now, outside its cron (OPERATOR; audited)."""
-        path = f"/api/schedules/{segment(name)}/trigger"
+        path = "/api/schedules/" + segment(name, "name") + "/trigger"
         return await call("POST", path)  # type: ignore[no-any-return]
 
 
@@ -246,7 +255,8 @@ def _definitions_and_signals(server: FastMCP, call: Call) -> None:
         reactor: Annotated[str, Field(min_length=1, max_length=200, description="its name")],
     ) -> SignalOut:
         """Deliver a signal again to one reactor (ADMIN; audited)."""
-        path = f"/api/admin/signals/{signal_id}/reactors/{segment(reactor)}/retry"
+        one = segment(reactor, "reactor")
+        path = f"/api/admin/signals/{signal_id}/reactors/{one}/retry"
         return await call("POST", path)  # type: ignore[no-any-return]
 
 
