@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tickwork.serve",
             "tickwork.web",
             "tickwork.mcp",
+            "tickwork.testing",
             "tickwork.__main__",
         ),
     ),

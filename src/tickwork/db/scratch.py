@@ -64,6 +64,7 @@ def scratch_schema(db: Database, command: str, *, close: Callable[[], None]) -> 
             fetch(own, statements["scratch_drop"], {})
 
 
-def empty(conn: psycopg.Connection[Any], db: Database) -> None:
-    """Empty the tables of a scratch schema (the caller checked it is one)."""
-    fetch(conn, db.statements["scratch_truncate"], {})
+def empty(conn: psycopg.Connection[Any], db: Database, *, every_table: bool = False) -> None:
+    """Empty the job tables of a scratch schema (``every_table``: all but the migrations'
+    record); the caller checked it is one."""
+    fetch(conn, db.statements["scratch_empty" if every_table else "scratch_truncate"], {})

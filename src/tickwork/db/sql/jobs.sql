@@ -428,3 +428,13 @@ WHERE j.id = p.job_id
   AND EXISTS (  -- fencing: only the live attempt reports
       SELECT 1 FROM {schema}.executions e
       WHERE e.job_id = p.job_id AND e.id = p.execution_id AND e.state = 'RUNNING');
+
+-- name: job_due_queues
+-- The queues holding a job due now, not paused (the testing helpers' drain): a look at the
+-- runnable index only.
+SELECT DISTINCT j.queue
+FROM {schema}.jobs j
+WHERE j.state IN ('PENDING', 'FAILED')
+  AND j.run_at <= now()
+  AND NOT EXISTS (SELECT 1 FROM {schema}.queues q WHERE q.name = j.queue AND q.paused)
+ORDER BY 1;

@@ -35,3 +35,19 @@ DROP SCHEMA IF EXISTS {schema} CASCADE;
 TRUNCATE {schema}.audit_events, {schema}.executions, {schema}.jobs, {schema}.workers,
     {schema}.tallies, {schema}.tally_totals, {schema}.tally_minutes
     RESTART IDENTITY CASCADE;
+
+-- name: scratch_empty
+-- Every table of a scratch schema emptied but the migrations' record (the testing plugin's
+-- tickwork_clean, on the schema it made for the test session).
+DO $$
+DECLARE
+    tables text;
+BEGIN
+    SELECT string_agg(format('%%I.%%I', schemaname, tablename), ', ') INTO tables
+      FROM pg_tables
+     WHERE schemaname = '{schema}' AND tablename <> 'migrations';
+    IF tables IS NOT NULL THEN
+        EXECUTE 'TRUNCATE ' || tables || ' RESTART IDENTITY CASCADE';
+    END IF;
+END
+$$;

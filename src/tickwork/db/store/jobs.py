@@ -153,6 +153,10 @@ class JobStatements(Runner):
             words = {"pattern": search.pattern, "text": search.text, "floor_id": search.floor_id}
         return await self._rows(conn, "job_list", params | words)
 
+    async def job_due_queues(self, conn: AsyncConn) -> list[str]:
+        """The queues holding a job due now, not paused."""
+        return [r["queue"] for r in await self._rows(conn, "job_due_queues", {})]
+
     async def job_window(
         self, conn: AsyncConn, *, filters: JobListFilters, before_id: int | None, cap: int
     ) -> tuple[int, int | None]:

@@ -1,0 +1,95 @@
+"""The testing helpers users get (``tickwork.testing``), run as a user would run them: a
+project of its own (an App made at import time from the environment, a conftest turning the
+plugin on) under a pytest of its own, against the test database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+pytest_plugins = ["pytester"]
+
+JOBS = """
+from tickwork import App
+
+app = App()  # configured from the environment, as most applications are
+
+
+@app.task(queue="mail")
+def send(to: str) -> str:
+    return f"sent to {to}"
+
+
+@app.task(queue="default")
+def signup(email: str) -> None:
+    send.defer(to=email)  # a job that enqueues another
+
+
+@app.task(queue="default", max_attempts=1)
+def broken() -> None:
+    raise RuntimeError("broken on purpose")
+"""
+
+TESTS = """
+import os
+from pathlib import Path
+
+import pytest
+
+from tickwork import JobState
+from tickwork.testing import drain, drain_async
+from jobs import app, broken, send, signup
+
+
+def test_the_app_uses_the_sessions_throwaway_schema(tickwork_schema, tickwork_database_url):
+    assert app.settings.schema_name == tickwork_schema == os.environ["TICKWORK_SCHEMA"]
+    assert tickwork_schema.startswith("tickwork_test_")
+    Path("schema.txt").write_text(tickwork_schema)
+
+
+def test_drain_runs_what_is_due_and_what_that_enqueues(tickwork_clean):
+    first = signup.defer(email="a@example.com")
+    outcomes = drain(app)
+    assert len(outcomes) == 2 and outcomes[0].job_id == first.id
+    sent = [j for j in (app.get_job(o.job_id) for o in outcomes) if j.task.endswith("send")]
+    assert sent[0].state is JobState.SUCCEEDED and sent[0].result == "sent to a@example.com"
+    assert drain(app) == []  # nothing left
+
+
+def test_a_failure_is_an_outcome_not_an_exception(tickwork_clean):
+    job = broken.defer()
+    [outcome] = drain(app)
+    assert app.get_job(job.id).state is JobState.DEAD_LETTER
+    assert "broken on purpose" in app.get_job(job.id).error.message
+
+
+def test_clean_empties_the_tables(tickwork_clean):
+    assert drain(app) == []
+
+
+@pytest.mark.asyncio
+async def test_drain_from_async_tests(tickwork_clean):
+    job = await send.defer_async(to="b@example.com")
+    outcomes = await drain_async(app, queues=["mail"])
+    assert [o.job_id for o in outcomes] == [job.id]
+"""
+
+
+def test_a_users_tests_get_a_throwaway_schema_and_drain(
+    pytester: pytest.Pytester, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TICKWORK_TEST_DATABASE_URL", database_url)
+    for name in ("TICKWORK_DATABASE_URL", "TICKWORK_SCHEMA"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest('pytest_plugins = ["tickwork.testing"]\n')
+    pytester.makepyfile(jobs=JOBS, test_jobs=TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=5)
+    schema = (pytester.path / "schema.txt").read_text()
+    with psycopg.connect(database_url) as conn:
+        left: Any = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = %s", [schema]
+        ).fetchone()
+    assert left == (0,)  # dropped when the session ended
