@@ -67,4 +67,7 @@ def scratch_schema(db: Database, command: str, *, close: Callable[[], None]) -> 
 def empty(conn: psycopg.Connection[Any], db: Database, *, every_table: bool = False) -> None:
     """Empty the job tables of a scratch schema (``every_table``: all but the migrations'
     record); the caller checked it is one."""
-    fetch(conn, db.statements["scratch_empty" if every_table else "scratch_truncate"], {})
+    if every_table:
+        fetch(conn, db.statements["scratch_empty"], {})
+    else:
+        fetch(conn, db.statements["scratch_truncate"], {})
