@@ -56,6 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tickwork.web",
             "tickwork.mcp",
             "tickwork.testing",
+            "tickwork.contrib",
             "tickwork.__main__",
         ),
     ),

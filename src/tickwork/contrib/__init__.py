@@ -1,0 +1,1 @@
+"""tickwork inside other frameworks: :mod:`~tickwork.contrib.fastapi` (FastAPI and ASGI)."""
