@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import replace
@@ -47,7 +48,7 @@ from tickwork.errors import (
     TaskDefinitionError,
     UnknownTaskError,
 )
-from tickwork.ops import metrics
+from tickwork.ops import metrics, tracing
 from tickwork.ops.health import DEFAULT_XMIN_WARNING_SECONDS, Health, check
 from tickwork.ops.rollups import Rollups
 from tickwork.portal import Portal
@@ -426,6 +427,10 @@ class App:
         job_rows = self._rows(jobs, created_by, any_task, defaults)
         if not job_rows:
             return []
+        with tracing.sending(job_rows[0].queue, len(job_rows)) as trace_context:
+            return self._enqueue_rows(traced(job_rows, trace_context), conn)
+
+    def _enqueue_rows(self, job_rows: list[JobRow], conn: Any) -> list[Job]:
         plan = insert_plan(job_rows)
         store = self.db.store
 
@@ -461,6 +466,10 @@ class App:
         job_rows = self._rows(jobs, created_by, any_task, defaults)
         if not job_rows:
             return []
+        with tracing.sending(job_rows[0].queue, len(job_rows)) as trace_context:
+            return await self._enqueue_rows_async(traced(job_rows, trace_context), conn)
+
+    async def _enqueue_rows_async(self, job_rows: list[JobRow], conn: Any) -> list[Job]:
         plan = insert_plan(job_rows)
         store = self.db.store
         try:
@@ -716,6 +725,13 @@ def _as_spec(item: JobSpec | Mapping[str, Any], index: int) -> JobSpec:
         except TypeError as exc:
             raise EnqueueError(f"jobs[{index}]", dict(item), f"is not a job spec: {exc}") from None
     raise EnqueueError(f"jobs[{index}]", item, "must be a JobSpec or a mapping")
+
+
+def traced(rows: list[JobRow], trace_context: str | None) -> list[JobRow]:
+    """``rows``, carrying the enqueuer's trace context when it traces."""
+    if trace_context is None:
+        return rows
+    return [dataclasses.replace(row, trace_context=trace_context) for row in rows]
 
 
 def _insert_sync(store: Store, conn: Conn, plan: InsertPlan) -> Row:

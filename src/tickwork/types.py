@@ -148,6 +148,9 @@ class Job:
     listing, or nested too deep to be served; reading the job itself returns what it can."""
     progress: Progress | None = None
     """What its handler last reported with ``ctx.progress`` (kept once the job finishes)."""
+    trace_context: str | None = None
+    """The W3C trace context (``traceparent``) of the span that enqueued it, when the
+    enqueuer traced with OpenTelemetry; its runs link to that span."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,7 @@ def job(row: Row) -> Job:
         duplicate=bool(row.get("duplicate", False)),
         omitted=tuple(row.get("omitted") or ()),
         progress=progress(row.get("progress")),
+        trace_context=row.get("trace_context"),
     )
 
 
@@ -114,7 +115,7 @@ def claimed(rows: list[tuple[Any, ...]]) -> list[tuple[Job, int, float]]:
         return []
     all_args = json.loads("[" + ",".join([row[3] for row in rows]) + "]")
     running = JobState.RUNNING
-    return [
+    found = [
         (
             Job(
                 row[0],
@@ -142,6 +143,10 @@ def claimed(rows: list[tuple[Any, ...]]) -> list[tuple[Job, int, float]]:
         )
         for row, args in zip(rows, all_args, strict=True)
     ]
+    for (job, _, _), row in zip(found, rows, strict=True):
+        if row[19] is not None:  # traced enqueues only: most rows carry none
+            job.trace_context = row[19]
+    return found
 
 
 def stored_job(document: dict[str, Any]) -> Job:

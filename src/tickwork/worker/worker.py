@@ -33,7 +33,7 @@ from tickwork.db.database import Database
 from tickwork.db.driver_errors import CONNECTION_LOST, DriverError, ValueRefused
 from tickwork.db.store import AsyncConn
 from tickwork.limits import cut
-from tickwork.ops import metrics
+from tickwork.ops import metrics, tracing
 from tickwork.queue import rows as decode
 from tickwork.queue.backoff import retry_delay
 from tickwork.services.periodic import run_periodically
@@ -392,15 +392,17 @@ class Worker:
         assert self._claim_pool is not None, "worker is not open"
         if not self.tasks:
             return []  # e.g. `serve` without an app: no job is for this worker
-        async with self._claim_pool.connection() as conn:
-            rows = await self.store.job_claim(
-                conn,
-                queues=self.queues,
-                tasks=list(self.tasks),
-                limit=limit,
-                worker_id=self.id,
-                lease_ttl=self.settings.lease_ttl,
-            )
+        with tracing.receiving(self.queues) as claimed:
+            async with self._claim_pool.connection() as conn:
+                rows = await self.store.job_claim(
+                    conn,
+                    queues=self.queues,
+                    tasks=list(self.tasks),
+                    limit=limit,
+                    worker_id=self.id,
+                    lease_ttl=self.settings.lease_ttl,
+                )
+            claimed(len(rows))
         return decode.claimed(rows)
 
     def _start(
@@ -430,7 +432,9 @@ class Worker:
         job = running.job
         try:
             try:
-                state, result, error = await run_handler(running, task, self._threads)
+                with tracing.processing(job) as traced:
+                    state, result, error = await run_handler(running, task, self._threads)
+                    traced(state is ExecutionState.SUCCEEDED, error)
             finally:
                 # The slot frees when the handler returns, not when its outcome is written:
                 # the next claim then overlaps with the previous batch's outcome write.

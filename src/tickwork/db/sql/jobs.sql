@@ -19,22 +19,24 @@
 -- created_at).
 WITH inserted AS (
     INSERT INTO {schema}.jobs AS j
-        (queue, task, args, priority, max_attempts, run_at, timeout, unique_key, created_by)
+        (queue, task, args, priority, max_attempts, run_at, timeout, unique_key, created_by,
+         trace_context)
     SELECT coalesce(queue, %(queue_all)s::text), coalesce(task, %(task_all)s::text), args::jsonb,
            coalesce(priority, %(priority_all)s::int2),
            coalesce(max_attempts, %(max_attempts_all)s::int4),
            coalesce(run_at, %(run_at_all)s::timestamptz, now()),
            coalesce(timeout, %(timeout_all)s::float8),
            coalesce(unique_key, %(unique_key_all)s::text),
-           coalesce(created_by, %(created_by_all)s::text)
+           coalesce(created_by, %(created_by_all)s::text),
+           coalesce(trace_context, %(trace_context_all)s::text)
     FROM ROWS FROM (
         json_array_elements(%(args)s::json),
         unnest(%(queue)s::text[]), unnest(%(task)s::text[]), unnest(%(priority)s::int2[]),
         unnest(%(max_attempts)s::int4[]), unnest(%(run_at)s::timestamptz[]),
         unnest(%(timeout)s::float8[]), unnest(%(unique_key)s::text[]),
-        unnest(%(created_by)s::text[])
+        unnest(%(created_by)s::text[]), unnest(%(trace_context)s::text[])
     ) WITH ORDINALITY AS i(args, queue, task, priority, max_attempts, run_at, timeout,
-                          unique_key, created_by, ord)
+                          unique_key, created_by, trace_context, ord)
     ORDER BY ord  -- identity values follow input order; the caller relies on it
     ON CONFLICT (unique_key)
         WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING')
@@ -56,10 +58,11 @@ FROM inserted;
 -- answered with scalars (the new id, or the whole job holding the key; now()).
 WITH inserted AS (
     INSERT INTO {schema}.jobs AS j
-        (queue, task, args, priority, max_attempts, run_at, timeout, unique_key, created_by)
+        (queue, task, args, priority, max_attempts, run_at, timeout, unique_key, created_by,
+         trace_context)
     VALUES (%(queue)s, %(task)s, %(args)s::jsonb, %(priority)s, %(max_attempts)s,
             coalesce(%(run_at)s::timestamptz, now()), %(timeout)s, %(unique_key)s,
-            %(created_by)s)
+            %(created_by)s, %(trace_context)s)
     ON CONFLICT (unique_key)
         WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING')
         DO UPDATE SET unique_key = EXCLUDED.unique_key  -- no-op, so RETURNING yields the holder
@@ -131,7 +134,8 @@ WITH next AS (
 SELECT c.id, c.queue, c.task, c.args::text AS args, c.priority, c.attempts, c.max_attempts,
        c.run_at, c.timeout, c.created_at, c.created_by, c.unique_key, c.result,
        c.cancel_requested_at, c.finished_at, c.schedule_id, c.fire_time,
-       s.id AS execution_id, extract(epoch FROM now() - c.run_at)::float8 AS waited
+       s.id AS execution_id, extract(epoch FROM now() - c.run_at)::float8 AS waited,
+       c.trace_context
 FROM claimed c
 JOIN started s ON s.job_id = c.id
 ORDER BY c.priority DESC, c.run_at, c.id;

@@ -24,6 +24,8 @@ class JobRow:
     timeout: float | None
     unique_key: str | None
     created_by: str
+    trace_context: str | None = None
+    """The enqueuer's W3C trace context, when it traces (ops/tracing.py)."""
 
 
 INSERT_MANY_COLUMNS = (
@@ -35,6 +37,7 @@ INSERT_MANY_COLUMNS = (
     "timeout",
     "unique_key",
     "created_by",
+    "trace_context",
 )
 """The columns job_insert_many takes as one array each (or one value for all)."""
 
@@ -50,6 +53,7 @@ def _insert_params(job: JobRow, args: str) -> dict[str, Any]:
         "timeout": job.timeout,
         "unique_key": job.unique_key,
         "created_by": job.created_by,
+        "trace_context": job.trace_context,
     }
 
 

@@ -1,0 +1,106 @@
+"""OpenTelemetry tracing with the SDK's in-memory exporter: a request's span is the parent of
+the enqueue's ``send`` span, whose trace context is stored with the job; the worker's
+``process`` span links to it, is the parent of what the handler traces, and carries a
+failure as an error; a claim is a ``receive`` span. Without a configured provider nothing is
+made and nothing is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tickwork import App, JobState
+
+trace = pytest.importorskip("opentelemetry.trace", reason="pip install tickwork[otel]")
+sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+from opentelemetry.util._once import Once  # noqa: E402
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """A tracer provider exporting to memory, set for the test and taken away after it (the
+    API allows one global provider per process: its test reset, as OpenTelemetry's own
+    tests do)."""
+    exporter = InMemorySpanExporter()
+    provider = sdk_trace.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace.set_tracer_provider(provider)
+    yield exporter
+    provider.shutdown()
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+
+
+def named(exporter: InMemorySpanExporter, name: str) -> list[Any]:
+    return [s for s in exporter.get_finished_spans() if s.name == name]
+
+
+async def test_a_request_links_to_the_run_of_the_job_it_enqueued(
+    app: App, spans: InMemorySpanExporter
+) -> None:
+    tracer = trace.get_tracer("the application")
+
+    @app.task(queue="mail")
+    def send_receipt(order_id: int) -> str:
+        with tracer.start_as_current_span("render the receipt"):
+            return f"receipt {order_id}"
+
+    with tracer.start_as_current_span("POST /orders", kind=trace.SpanKind.SERVER) as request:
+        job = await send_receipt.defer_async(order_id=7)
+    async with app.worker(queues=["mail"]) as worker:
+        assert len((await worker.run_once()).outcomes) == 1
+
+    [send] = named(spans, "send mail")
+    assert send.kind is trace.SpanKind.PRODUCER
+    assert send.parent.span_id == request.get_span_context().span_id
+    assert send.attributes["messaging.system"] == "tickwork"
+    assert send.attributes["messaging.destination.name"] == "mail"
+    assert send.attributes["messaging.batch.message_count"] == 1
+    stored = (await app.get_job_async(job.id)).trace_context
+    assert stored is not None and f"{send.context.span_id:016x}" in stored
+
+    [receive] = named(spans, "receive mail")
+    assert receive.kind is trace.SpanKind.CONSUMER
+    assert receive.attributes["messaging.batch.message_count"] == 1
+
+    [process] = named(spans, "process mail")
+    assert process.kind is trace.SpanKind.CONSUMER and process.parent is None
+    assert [link.context.span_id for link in process.links] == [send.context.span_id]
+    assert process.attributes["messaging.message.id"] == str(job.id)
+    assert process.attributes["tickwork.task"] == send_receipt.name
+    assert process.status.status_code is trace.StatusCode.UNSET
+
+    [render] = named(spans, "render the receipt")  # the handler's own, inside the run
+    assert render.parent.span_id == process.context.span_id
+
+
+async def test_a_failed_attempt_is_an_error_span(app: App, spans: InMemorySpanExporter) -> None:
+    @app.task(queue="fragile", max_attempts=1)
+    def fragile() -> None:
+        raise ValueError("no such customer")
+
+    job = fragile.defer()
+    async with app.worker(queues=["fragile"]) as worker:
+        await worker.run_once()
+    assert (await app.get_job_async(job.id)).state is JobState.DEAD_LETTER
+    [process] = named(spans, "process fragile")
+    assert process.status.status_code is trace.StatusCode.ERROR
+    assert process.status.description == "no such customer"
+    assert process.attributes["error.type"] == "ValueError"
+
+
+async def test_without_a_provider_nothing_is_traced_or_stored(app: App) -> None:
+    @app.task(queue="plain")
+    def plain() -> None:
+        pass
+
+    job = plain.defer()
+    assert job.trace_context is None
+    assert (await app.get_job_async(job.id)).trace_context is None
