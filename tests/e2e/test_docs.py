@@ -65,6 +65,7 @@ NOT_RUN = {
     "docs/schedules.md": 2,
     "docs/signals.md": 2,
     "docs/testing.md": 1,
+    "docs/tracing.md": 1,
 }
 """Blocks marked ``<!-- not run: ... -->``, per page: a new marker is a decision made here."""
 
