@@ -302,6 +302,9 @@ class McpSettings(BaseModel):
     rate: int = Field(600, ge=1, le=1_000_000)
     """Requests one person may make to ``/mcp`` per minute in one process (and refused
     tokens one address may send); past it 429."""
+    max_body_bytes: int = Field(256 * 1024, ge=1024, le=16 * 1024 * 1024)
+    """The largest ``/mcp`` request body (413 beyond): MCP messages are small, and each is
+    parsed whole on the event loop every request shares."""
 
 
 class ReactorSettings(BaseModel):

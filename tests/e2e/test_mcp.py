@@ -375,7 +375,7 @@ def test_mcp_alone_serves_only_mcp_within_its_limits(
 
     app.migrate()
     first, first_again, other, _ = asyncio.run(tokens())
-    env = db_env | {"TICKWORK_MCP__RATE": "4", "TICKWORK_API__MAX_BODY_BYTES": "2048"}
+    env = db_env | {"TICKWORK_MCP__RATE": "4", "TICKWORK_MCP__MAX_BODY_BYTES": "2048"}
     with serving(env, tmp_path, "--roles", "mcp", "--log-level", "ERROR") as (_, url, printed):
         assert "MCP endpoint: " in printed and "API docs" not in printed
         assert httpx.get(f"{url}/api/jobs").status_code == 404
@@ -403,8 +403,20 @@ def test_mcp_alone_serves_only_mcp_within_its_limits(
             b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "\xff\xfe"}}'
         )
         assert post(first, bad_utf8, **{"Content-Type": "application/json"}).status_code == 400
-        # one person's rate, whichever token: 413, 400, then two more, then 429
-        assert [post(first_again).status_code for _ in range(2)] == [200, 200]
+        utf16 = json.dumps(listing).encode("utf-16-le")  # JSON the SDK's parser would take
+        assert post(first, utf16, **{"Content-Type": "application/json"}).status_code == 400
+        two = httpx.post(
+            f"{url}/mcp",
+            json=listing,
+            headers=[
+                ("Authorization", f"Bearer {first}"),
+                ("Authorization", f"Bearer {other}"),
+                *accept.items(),
+            ],
+        )
+        assert two.status_code == 400 and "one Authorization header" in two.text
+        # one person's rate, whichever token: 413, 400, 400, then two more, then 429
+        assert [post(first_again).status_code for _ in range(1)] == [200]
         limited = post(first)
         assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
         assert "too many MCP requests" in limited.json()["detail"]
@@ -412,3 +424,4 @@ def test_mcp_alone_serves_only_mcp_within_its_limits(
         # refused tokens, counted by address: past the rate, 429 before any lookup
         assert [post(f"twk_made-up-{n}").status_code for n in range(4)] == [401] * 4
         assert post("twk_made-up-again").status_code == 429
+        assert post(other).status_code == 200  # a valid token from there is not held back

@@ -90,21 +90,29 @@ MAX_SDK_LOG = 500
 log = logging.getLogger("tickwork.mcp")
 
 
-class _SdkLog(logging.Handler):
-    """The SDK's warnings and errors as tickwork's own log lines, each cut to
-    :data:`MAX_SDK_LOG` characters (a client cannot fill the log by what it sends)."""
+class _LibraryLog(logging.Handler):
+    """Other libraries' warnings and errors (the SDK's first: it logs what clients send, some
+    of it on the root logger) as tickwork's own log lines, each cut to :data:`MAX_SDK_LOG`
+    characters: a client cannot fill the log by what it sends."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.name.startswith("tickwork"):
+            return  # tickwork's own lines have their handler (and do not reach the root)
         detail = cut(record.getMessage(), MAX_SDK_LOG)
-        log.log(record.levelno, "mcp sdk", extra={"sdk_logger": record.name, "detail": detail})
+        log.log(record.levelno, "library log", extra={"logger": record.name, "detail": detail})
 
 
 def _route_sdk_logs() -> None:
+    """The SDK's loggers, and the root logger (so ``logging.warning()`` finds a handler and
+    installs no bare one of its own), through :class:`_LibraryLog`."""
     sdk = logging.getLogger("mcp")
-    if not any(isinstance(h, _SdkLog) for h in sdk.handlers):
-        sdk.addHandler(_SdkLog(logging.WARNING))
+    if not any(isinstance(h, _LibraryLog) for h in sdk.handlers):
+        sdk.addHandler(_LibraryLog(logging.WARNING))
     sdk.setLevel(logging.WARNING)
     sdk.propagate = False
+    root = logging.getLogger()
+    if not any(isinstance(h, _LibraryLog) for h in root.handlers):
+        root.addHandler(_LibraryLog(logging.WARNING))
 
 
 def build(
@@ -127,7 +135,7 @@ def build(
         streamable_http_path=MCP_PATH,
         stateless_http=True,
         json_response=True,
-        max_request_body_size=settings.api.max_body_bytes,
+        max_request_body_size=settings.mcp.max_body_bytes,
         transport_security=security(settings),
         log_level="WARNING",
     )
@@ -170,7 +178,7 @@ class Endpoint:
         self.rest = rest
         self.limiter = Limiter(settings.mcp.rate)
         self.refused = Limiter(settings.mcp.rate)
-        self.max_body = settings.api.max_body_bytes
+        self.max_body = settings.mcp.max_body_bytes
         self.allowed = security(settings)
 
     def lifespan(self) -> Any:
@@ -187,8 +195,14 @@ class Endpoint:
             return
         refusal = await self._refusal(scope)
         if refusal is None and scope.get("method") == "POST":
-            body = await _body(receive, self.max_body)
-            refusal = await _body_refusal(body, self.max_body)
+            try:
+                body = await _body(receive, self.max_body)
+            except _Gone:
+                return  # nothing of a body cut short runs
+            except TimeoutError:
+                body, refusal = None, _problem(408, "Request Timeout", "the body came too slowly")
+            else:
+                refusal = await _body_refusal(body, self.max_body)
             if refusal is None and body is not None:
                 receive = _replay(body, receive)
         if refusal is not None:
@@ -202,7 +216,10 @@ class Endpoint:
             return _problem(404, "Not Found", f"the MCP endpoint is {MCP_PATH}")
         if scope.get("method") != "POST":
             return (*_problem(405, "Method Not Allowed", "POST JSON-RPC messages"), ALLOW_POST)
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        pairs = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
+        headers = dict(pairs)
+        if sum(name == "authorization" for name, _ in pairs) > 1:
+            return _problem(400, "Bad Request", "one Authorization header, not several")
         if not _allowed(headers.get("host", ""), self.allowed.allowed_hosts):
             return _problem(
                 421, "Misdirected Request", "this Host is not served (mcp.allowed_hosts)"
@@ -210,10 +227,6 @@ class Endpoint:
         origin = headers.get("origin")
         if origin is not None and not _allowed(origin, self.allowed.allowed_origins):
             return _problem(403, "Forbidden", "requests from this Origin are refused")
-        address = (scope.get("client") or ("-", 0))[0]
-        wait = self.refused.peek(address)
-        if wait > 0:
-            return _throttled(wait, "too many refused tokens from this address")
         token = _bearer(headers.get("authorization", ""))
         try:
             checked = None if token is None else await _check(self.auth, token)
@@ -221,7 +234,11 @@ class Endpoint:
             problem = _problem(503, "Database unavailable", "the database is out of reach")
             return (*problem, RETRY_SOON)
         if checked is None:
-            self.refused.wait(address)
+            # a client sending refused tokens is told to back off (a valid token from the
+            # same address is never held back by it: assistants often share 127.0.0.1)
+            wait = self.refused.wait((scope.get("client") or ("-", 0))[0])
+            if wait > 0:
+                return _throttled(wait, "too many refused tokens from this address")
             detail = "a valid personal API token is required as a bearer token"
             return (*_problem(401, "Unauthorized", detail), ASK_BEARER)
         _checked.set(checked)
@@ -256,52 +273,73 @@ def _allowed(value: str, patterns: Sequence[str]) -> bool:
         if pattern.endswith(":*"):
             base = pattern[:-1]  # "name:"
             port = value[len(base) :]
-            if value.startswith(base) and port.isdigit() and len(port) <= 5:
+            if value.startswith(base) and port.isascii() and port.isdigit() and len(port) <= 5:
                 return True
     return False
 
 
+BODY_SECONDS = 10.0
+"""Seconds a client has to send its whole body (408 after): a slow body holds nothing long."""
+MAX_VALUES = 10_000
+"""Arrays and objects one body may hold: an MCP message holds a few (parsing a flood of
+small ones costs seconds of the event loop, which every request and lease shares)."""
+
+
+class _Gone(Exception):
+    """The client left before its body was whole: nothing of it runs."""
+
+
 async def _body(receive: Receive, limit: int) -> bytes | None:
-    """The request's body, or None once it is past ``limit`` bytes (the rest is not read)."""
+    """The request's whole body, or None once it is past ``limit`` bytes (the rest is not
+    read); :class:`_Gone` when the client leaves before it is whole, TimeoutError past
+    :data:`BODY_SECONDS`."""
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return b"".join(chunks)
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+    async with asyncio.timeout(BODY_SECONDS):
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                raise _Gone
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
 
 
 async def _body_refusal(body: bytes | None, limit: int) -> Refusal | None:
-    """Why a body is refused before the SDK parses it: too large, not UTF-8, or nested
-    deeper than :data:`~tickwork.limits.MAX_JSON_DEPTH` (a parser's recursion is no place to
-    find out; the walk runs off the event loop)."""
+    """Why a body is refused before the SDK parses it: too large, not UTF-8 JSON (a NUL
+    byte: UTF-16 or UTF-32, which the SDK's parser would take), too many values, nested
+    deeper than :data:`~tickwork.limits.MAX_JSON_DEPTH`, or JSON Python will not parse (a
+    4,301-digit number). Parsed off the event loop when it is not small."""
     if body is None:
         return _problem(413, "Content Too Large", f"the body is over {limit} bytes")
+    if b"\x00" in body:
+        return _problem(400, "Bad Request", "the body is not UTF-8 JSON")
     try:
-        text = body.decode("utf-8")
+        body.decode("utf-8")
     except UnicodeDecodeError as exc:
         return _problem(400, "Bad Request", f"the body is not UTF-8 (byte {exc.start})")
-    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
-        return None  # too few brackets to be too deep: most requests
-    if await asyncio.to_thread(_too_deep, text):
-        return _problem(400, "Bad Request", f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    return None
+    containers = body.count(b"[") + body.count(b"{")
+    if containers > MAX_VALUES:
+        return _problem(400, "Bad Request", f"the body holds over {MAX_VALUES} arrays and objects")
+    small = len(body) <= 4096
+    refusal = _json_refusal(body) if small else await asyncio.to_thread(_json_refusal, body)
+    return None if refusal is None else _problem(400, "Bad Request", refusal)
 
 
-def _too_deep(text: str) -> bool:
+def _json_refusal(body: bytes) -> str | None:
     try:
-        return too_deep(json.loads(text))
+        value = json.loads(body)
     except RecursionError:
-        return True
-    except ValueError:
-        return False  # not JSON: the SDK answers it as a parse error
+        return f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+    except ValueError as exc:
+        return f"the body is not JSON Python parses ({str(exc)[:100]})"
+    if too_deep(value):
+        return f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+    return None
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -329,7 +367,8 @@ async def _answer(
     send: Send, status: int, problem: dict[str, Any], extra: Sequence[tuple[bytes, bytes]] = ()
 ) -> None:
     body = json.dumps(problem).encode()
-    headers = [(b"content-type", b"application/problem+json"), *extra]
+    # closed after a refusal: a body left unread is not drained, a slow client holds nothing
+    headers = [(b"content-type", b"application/problem+json"), (b"connection", b"close"), *extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
