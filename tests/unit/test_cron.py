@@ -189,3 +189,11 @@ def test_misfire_selection_looks_back_from_now_without_enumerating_the_downtime(
     assert late == []  # five months late: skipped
     due_now, missed = fire_times_to_run(yearly, utc(2026, 1, 1), now, Misfire.ONCE, 100)
     assert due_now == [utc(2026, 1, 1)] and missed == 0
+
+
+@pytest.mark.parametrize("zone", ["x" * 10_000, "x" * 256 + "/y", "Europe/" + "P" * 300, ""])
+def test_a_zone_no_name_can_be_is_refused_naming_the_field(zone: str) -> None:
+    """Refused as a bad time zone whether or not the tzdata package is installed (where it
+    is, a name too long for a file used to raise OSError: a 500 from the API)."""
+    with pytest.raises(ScheduleError, match="timezone"):
+        CronSchedule.parse("0 3 * * *", zone)

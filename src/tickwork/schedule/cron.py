@@ -36,6 +36,10 @@ ALIASES = {
 }
 
 
+MAX_TIMEZONE = 100
+"""Characters of a time zone name at most (the longest IANA name has 32)."""
+
+
 @dataclass(frozen=True, slots=True)
 class CronSchedule:
     """A validated cron expression in an IANA time zone."""
@@ -62,8 +66,11 @@ class CronSchedule:
                 "cron", expression, "must have 5 fields (m h dom mon dow) or 6 (s m h dom mon dow)"
             )
         try:
+            if len(timezone) > MAX_TIMEZONE:  # no file lookup for a name no zone has
+                raise ValueError(timezone)
             zone = ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError, TypeError):
+        # OSError: a name too long for a file name, where the tzdata package is installed
+        except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
             raise ScheduleError("timezone", timezone, "is not an IANA time zone name") from None
         try:
             CronSim(fields, datetime(2000, 1, 1, tzinfo=zone))
