@@ -266,7 +266,7 @@ def _command(page: Page, command: Any, context: typer.Context, level: int) -> No
             continue
         rows.append([f"`{record[0]}`", cell(record[1])])
     if rows:
-        page.table(["option", "description"], rows)
+        page.table(["argument or option", "description"], rows)
     names = command.list_commands(context) if hasattr(command, "list_commands") else []
     listed = [(name, command.get_command(context, name)) for name in names]
     subcommands = [(name, sub) for name, sub in listed if sub is not None and not sub.hidden]
