@@ -38,8 +38,13 @@ from pathlib import Path
 
 import pytest
 
-from tickwork import JobState
-from tickwork.testing import drain, drain_async
+import psycopg
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
+
+from tickwork import App, JobState
+from tickwork.errors import ConfigError, JobNotFoundError, TickworkError
+from tickwork.testing import clean, drain, drain_async, eager
 from jobs import app, broken, send, signup
 
 
@@ -74,6 +79,59 @@ async def test_drain_from_async_tests(tickwork_clean):
     job = await send.defer_async(to="b@example.com")
     outcomes = await drain_async(app, queues=["mail"])
     assert [o.job_id for o in outcomes] == [job.id]
+
+
+def test_eager_runs_a_job_and_what_it_enqueues_before_defer_returns(tickwork_clean):
+    with eager(app) as outcomes:
+        job = signup.defer(email="c@example.com")
+        assert app.get_job(job.id).state is JobState.SUCCEEDED
+        assert [app.get_job(o.job_id).task.endswith("send") for o in outcomes] == [False, True]
+    after = send.defer(to="later@example.com")  # off again: it waits for a worker
+    assert app.get_job(after.id).state is JobState.PENDING
+
+
+def test_eager_waits_for_the_commit_of_a_psycopg_transaction(tickwork_clean, tickwork_database_url):
+    with eager(app) as outcomes, psycopg.connect(tickwork_database_url) as conn:
+        job = send.defer(conn=conn, to="d@example.com")
+        assert outcomes == []  # not committed: no worker could see it
+        conn.commit()  # psycopg tells nobody: it runs with the next enqueue that runs jobs
+        send.defer(to="e@example.com")
+        assert app.get_job(job.id).state is JobState.SUCCEEDED and len(outcomes) == 2
+
+
+def test_eager_runs_at_a_sqlalchemy_sessions_commit_and_never_after_a_rollback(
+    tickwork_clean, tickwork_database_url
+):
+    engine = create_engine(tickwork_database_url.replace("postgresql://", "postgresql+psycopg://"))
+    with eager(app) as outcomes:
+        with Session(engine) as session:
+            dropped = send.defer(conn=session, to="f@example.com")
+            session.rollback()
+        with Session(engine) as session:
+            kept = send.defer(conn=session, to="g@example.com")
+            assert outcomes == []
+            session.commit()
+        assert [o.job_id for o in outcomes] == [kept.id]
+    engine.dispose()
+    with pytest.raises(JobNotFoundError):
+        app.get_job(dropped.id)
+
+
+@pytest.mark.asyncio
+async def test_eager_in_async_code(tickwork_clean):
+    with eager(app) as outcomes:
+        job = await send.defer_async(to="h@example.com")
+        assert [o.job_id for o in outcomes] == [job.id]
+
+
+def test_eager_is_refused_twice_and_clean_refuses_a_schema_not_made_for_tests():
+    with eager(app), pytest.raises(TickworkError, match="already on"):
+        with eager(app):
+            pass
+    other = App(schema="public")
+    with pytest.raises(ConfigError, match="not made for tests"):
+        clean(other)
+    other.close()
 """
 
 
@@ -86,7 +144,7 @@ def test_a_users_tests_get_a_throwaway_schema_and_drain(
     pytester.makeconftest('pytest_plugins = ["tickwork.testing"]\n')
     pytester.makepyfile(jobs=JOBS, test_jobs=TESTS)
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=10)
     schema = (pytester.path / "schema.txt").read_text()
     with psycopg.connect(database_url) as conn:
         left: Any = conn.execute(
