@@ -11,6 +11,8 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
+TEST_URL_VARIABLE = "TICKWORK_TEST_DATABASE_URL"
+
 JOBS = """
 from tickwork import App
 
@@ -151,3 +153,30 @@ def test_a_users_tests_get_a_throwaway_schema_and_drain(
             "SELECT count(*) FROM pg_namespace WHERE nspname = %s", [schema]
         ).fetchone()
     assert left == (0,)  # dropped when the session ended
+
+
+def test_without_a_test_database_the_embedded_server_and_its_files_go_with_the_session(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    for name in (TEST_URL_VARIABLE, "TICKWORK_DATABASE_URL", "TICKWORK_SCHEMA"):
+        monkeypatch.delenv(name, raising=False)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # where the session makes its data directory
+    pytester.makeconftest('pytest_plugins = ["tickwork.testing"]\n')
+    pytester.makepyfile(
+        test_one=f"""
+from pathlib import Path
+from tickwork import App
+
+def test_jobs_go_to_the_embedded_server(tickwork_database_url):
+    app = App()
+    Path("made.txt").write_text(str([p for p in Path({str(scratch)!r}).iterdir()]))
+    assert app.db.url == tickwork_database_url
+    app.close()
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "tickwork-test-" in (pytester.path / "made.txt").read_text()  # it was there
+    assert list(scratch.iterdir()) == []  # and is gone
