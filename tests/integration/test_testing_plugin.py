@@ -4,6 +4,9 @@ plugin on) under a pytest of its own, against the test database."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -156,12 +159,14 @@ def test_a_users_tests_get_a_throwaway_schema_and_drain(
 
 
 def test_without_a_test_database_the_embedded_server_and_its_files_go_with_the_session(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     for name in (TEST_URL_VARIABLE, "TICKWORK_DATABASE_URL", "TICKWORK_SCHEMA"):
         monkeypatch.delenv(name, raising=False)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    # short: the embedded server may put its socket under the temporary directory, and a
+    # socket's path is at most 107 bytes
+    scratch = Path(tempfile.mkdtemp(prefix="twt-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
     monkeypatch.setenv("TMPDIR", str(scratch))  # where the session makes its data directory
     pytester.makeconftest('pytest_plugins = ["tickwork.testing"]\n')
     pytester.makepyfile(
