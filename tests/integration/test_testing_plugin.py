@@ -184,4 +184,5 @@ def test_jobs_go_to_the_embedded_server(tickwork_database_url):
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     assert "tickwork-test-" in (pytester.path / "made.txt").read_text()  # it was there
-    assert list(scratch.iterdir()) == []  # and is gone
+    left = [p.name for p in scratch.iterdir() if p.name.startswith("tickwork-test-")]
+    assert left == []  # and is gone (the server library's own runtime directory may stay)
