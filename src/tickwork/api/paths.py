@@ -1,0 +1,19 @@
+"""Where the API is mounted: the ASGI ``root_path`` of a request (``""`` at a server's root;
+``/tickwork`` when a host application mounts the control plane there, or a proxy serves it
+under that path), which every URL the API hands out for a browser to follow starts with."""
+
+from __future__ import annotations
+
+from starlette._utils import get_route_path
+from starlette.types import Scope
+
+
+def mounted_at(scope: Scope) -> str:
+    """The path the API is mounted under, without a trailing slash (usually empty)."""
+    return str(scope.get("root_path", "")).rstrip("/")
+
+
+def route_path(scope: Scope) -> str:
+    """The request's path below the mount path: the one the API's routes are matched against
+    (Starlette's own function, as FastAPI uses, so a check here sees what routing will)."""
+    return get_route_path(scope)
