@@ -4,13 +4,17 @@ under that path), which every URL the API hands out for a browser to follow star
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from starlette._utils import get_route_path
 from starlette.types import Scope
 
 
 def mounted_at(scope: Scope) -> str:
-    """The path the API is mounted under, without a trailing slash (usually empty)."""
-    return str(scope.get("root_path", "")).rstrip("/")
+    """The path the API is mounted under, without a trailing slash (usually empty),
+    percent-encoded: it goes into URLs, a cookie's Path and a page's script, where a quote or
+    a semicolon of a mount path with a parameter (``/{tenant}``) must stay a path."""
+    return quote(str(scope.get("root_path", "")).rstrip("/"), safe="/")
 
 
 def route_path(scope: Scope) -> str:

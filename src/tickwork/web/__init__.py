@@ -24,7 +24,6 @@ import html
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
-from urllib.parse import quote
 
 from fastapi import FastAPI, Request, Response
 
@@ -127,9 +126,10 @@ async def page(request: Request) -> Response:
 
 
 def served_page(built: bytes | None, at_path: str) -> bytes:
-    """The built page as served under ``at_path`` (``""`` or ``/tickwork``): its files'
-    addresses made absolute under it, and it named in the page's ``tickwork-base`` meta."""
-    at = html.escape(quote(at_path, safe="/"), quote=True)  # a path, never markup
+    """The built page as served under ``at_path`` (``""`` or ``/tickwork``, percent-encoded:
+    :func:`tickwork.api.paths.mounted_at`): its files' addresses made absolute under it, and
+    it named in the page's ``tickwork-base`` meta."""
+    at = html.escape(at_path, quote=True)  # percent-encoded already: this is a second guard
     if built is None:
         return NOT_BUILT.format(at=at).encode()
     base = f'<meta name="tickwork-base" content="{at}" />'.encode()
