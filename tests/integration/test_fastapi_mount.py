@@ -21,6 +21,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from tickwork import App
+from tickwork.api.gate import PUBLIC_BODY_BYTES
 from tickwork.api.plane import NOT_STARTED
 from tickwork.auth import AuthService, Role
 from tickwork.contrib.fastapi import ControlPlane, control_plane, lifespan
@@ -246,6 +247,9 @@ async def test_the_prefix_opens_nothing_without_a_token_or_role(
     ).status_code == 401
     anonymous = await client.post(f"{PREFIX}/api/jobs", json={"task": "ship", "args": {}})
     assert anonymous.status_code == 401  # refused by the gate, before the body is read
+    # the gate knows the public routes below the prefix: their smaller body limit holds
+    large = b"x" * (PUBLIC_BODY_BYTES + 1)
+    assert (await client.post(f"{PREFIX}/api/auth/login", content=large)).status_code == 413
     viewer = await client.post(
         f"{PREFIX}/api/jobs", json={"task": "ship", "args": {}}, headers=served.headers(Role.VIEWER)
     )
