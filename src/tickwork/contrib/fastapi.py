@@ -37,9 +37,8 @@ it); the application's lifespan starts it, since a mounted application's own is 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends
@@ -57,13 +56,14 @@ __all__ = ["ControlPlane", "control_plane", "lifespan", "transaction"]
 def lifespan(app: App, *planes: ControlPlane) -> Callable[[Any], AbstractAsyncContextManager[None]]:
     """``FastAPI(lifespan=lifespan(app))``: the app's pool opened at start (a database out of
     reach fails the start, not the first request) and every pool closed at shutdown. Each of
-    ``planes`` (:func:`control_plane`) is started after the pool opens and stopped before it
-    closes: the application mounting one must pass it here."""
+    ``planes`` (:func:`control_plane`) starts with it (opening the pool, whose callers then
+    wait at most ``api.database_wait`` for a connection) and stops before the pools close: an
+    application that mounts one must pass it here (a mounted app's own lifespan never runs)."""
 
     @asynccontextmanager
     async def run(_: Any) -> AsyncIterator[None]:
         try:
-            async with contextlib.AsyncExitStack() as started:
+            async with AsyncExitStack() as started:
                 for plane in planes:
                     await started.enter_async_context(plane.running())
                 await app.db.async_pool()
