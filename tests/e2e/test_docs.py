@@ -59,6 +59,7 @@ NOT_RUN = {
     "docs/api.md": 2,
     "docs/benchmarks.md": 3,
     "docs/dashboard.md": 1,
+    "docs/fastapi.md": 1,
     "docs/index.md": 2,
     "docs/definitions.md": 2,
     "docs/deployment.md": 2,
