@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from pydantic import ValidationError
 
@@ -101,6 +101,17 @@ ReactorT = TypeVar("ReactorT", bound=Reactor)
 log = logging.getLogger("tickwork")
 
 
+class AfterEnqueue(Protocol):
+    """What :attr:`App.after_enqueue` is told: jobs were stored on ``conn`` (None: tickwork's
+    own connection, committed already)."""
+
+    def enqueued(self, conn: Any) -> None:
+        """After a sync enqueue."""
+
+    async def enqueued_async(self, conn: Any) -> None:
+        """After an async enqueue."""
+
+
 class App:
     """Holds the configuration, the database and the registered tasks.
 
@@ -113,6 +124,10 @@ class App:
         self.db = Database(self.settings)
         self.portal = Portal("tickwork-portal", on_close=self.db.close_async_pool)
         """Runs the operations behind the sync methods (they are written once, async)."""
+        self.wrap_sync_handler: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
+        """Wraps each sync handler registered after it is set, as a worker calls it (Django's
+        integration closes the thread's stale connections around each job, as Django does
+        around a request); calling the task inline is not wrapped."""
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
         self.reactors = Reactors()
@@ -120,6 +135,9 @@ class App:
         self.reactors.add(SignalRetention(self.db.store, self.settings.signals.retention_days))
         self.signals = Signals(self.db)
         """Emit domain signals: ``app.signals.emit(...)`` / ``emit_async``."""
+        self.after_enqueue: AfterEnqueue | None = None
+        """Told of every enqueue once its jobs are stored (``tickwork.testing.eager`` runs
+        them when their transaction commits)."""
         self._register_runtimes()
 
     def _register_runtimes(self) -> None:
@@ -433,6 +451,8 @@ class App:
     def _enqueue_rows(self, job_rows: list[JobRow], conn: Any) -> list[Job]:
         plan = insert_plan(job_rows)
         store = self.db.store
+        if conn is None and self.db.joined is not None:
+            conn = self.db.joined()
 
         def alone() -> Row:
             with self.db.pool().connection() as own:
@@ -451,6 +471,8 @@ class App:
             raise enqueue_error(exc, committing=conn is None) from exc
         enqueued = _in_order(answer, plan)
         _count_enqueued(enqueued)
+        if self.after_enqueue is not None:
+            self.after_enqueue.enqueued(conn)
         return enqueued
 
     async def enqueue_many_async(
@@ -490,6 +512,8 @@ class App:
             raise enqueue_error(exc, committing=conn is None) from exc
         enqueued = _in_order(answer, plan)
         _count_enqueued(enqueued)
+        if self.after_enqueue is not None:
+            await self.after_enqueue.enqueued_async(conn)
         return enqueued
 
     # -- inspection and operator actions ------------------------------------------------

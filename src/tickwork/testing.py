@@ -13,10 +13,12 @@ tests run the real SQL on a real PostgreSQL: transactional enqueue, unique keys,
 schedules behave as they will in production.
 
 - ``tickwork_database_url`` and ``tickwork_schema`` (session fixtures): where that is.
-- ``tickwork_clean`` (fixture): empties tickwork's tables, for a test that needs an empty
-  queue.
+- ``tickwork_clean`` (fixture), or :func:`clean`: empties tickwork's tables, for a test
+  that needs an empty queue.
 - :func:`drain` (or :func:`drain_async`): run every due job, and the jobs those enqueue,
   until none is due, in the test itself: no worker process, no sleeping.
+- :func:`eager`: while it is on, jobs run in the test as soon as the transaction that
+  enqueued them commits (a ``defer`` returns after its job, and those it enqueued, ran).
 """
 
 from __future__ import annotations
@@ -24,15 +26,17 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tickwork.db.scratch import empty, scratch_schema
-from tickwork.errors import TickworkError
+from tickwork.db.scratch import empty, is_scratch, scratch_schema
+from tickwork.errors import ConfigError, TickworkError
 
 if TYPE_CHECKING:
     from tickwork import Outcome
@@ -59,10 +63,12 @@ def pytest_configure(config: pytest.Config) -> None:
     from tickwork.app import App
 
     url = os.environ.get(TEST_URL)
+    made_dir = None
     if not url:
         from tickwork.db import embedded
 
-        url = embedded.start(Path(tempfile.mkdtemp(prefix="tickwork-test-")) / "pgdata")
+        made_dir = Path(tempfile.mkdtemp(prefix="tickwork-test-"))
+        url = embedded.start(made_dir / "pgdata")
     schema = f"tickwork_test_{os.getpid()}_{secrets.token_hex(3)}"
     app = App(database_url=url, schema=schema)
     held = contextlib.ExitStack()
@@ -70,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     app.migrate()
     before = {name: os.environ.get(name) for name in ("TICKWORK_DATABASE_URL", "TICKWORK_SCHEMA")}
     os.environ.update(TICKWORK_DATABASE_URL=url, TICKWORK_SCHEMA=schema)
-    _session.update(url=url, schema=schema, app=app, held=held, before=before)
+    _session.update(url=url, schema=schema, app=app, held=held, before=before, made=made_dir)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -83,6 +89,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         else:
             os.environ[name] = value
     _session["held"].close()
+    if _session["made"] is not None:  # the embedded server this session started, and its files
+        from tickwork.db import embedded
+
+        embedded.stop()
+        shutil.rmtree(_session["made"], ignore_errors=True)
     _session.clear()
 
 
@@ -101,8 +112,20 @@ def tickwork_schema() -> str:
 @pytest.fixture
 def tickwork_clean() -> None:
     """tickwork's tables emptied before the test (the migrations' record kept)."""
-    app = _session["app"]
+    clean(_session["app"])
+
+
+def clean(app: App) -> None:
+    """Empty every table of ``app``'s schema but the migrations' record: jobs, executions,
+    schedules, signals, users, audit. Only a schema made for tests: one that holds anything
+    else is refused (:func:`tickwork.db.scratch.empty`)."""
     with app.db.connect() as conn:
+        if not is_scratch(conn, app.db):
+            raise ConfigError(
+                f"clean(): schema {app.settings.schema_name!r} was not made for tests (by this"
+                " plugin, or Django's test runner from tickwork.contrib.django.test); it is"
+                " left untouched"
+            )
         empty(conn, app.db, every_table=True)
 
 
@@ -138,3 +161,88 @@ async def drain_async(
                         raise DrainOverflow(max_jobs)
         if not ran:  # nothing due, or nothing this app's tasks can run
             return outcomes
+
+
+@contextlib.contextmanager
+def eager(app: App, *, queues: Sequence[str] | None = None) -> Iterator[list[Outcome]]:
+    """Run jobs in the test when the transaction that enqueued them commits, through the
+    worker's own SQL (:func:`drain`); yields the outcomes, appended as they happen.
+
+    When "commits" is:
+
+    - no ``conn`` (tickwork's own connection): at once, before ``defer`` returns;
+    - Django's connection (``tickwork.contrib.django``): ``transaction.on_commit``, so at
+      once outside ``atomic()``. Jobs run on tickwork's connections, which see committed
+      rows only: use ``TransactionTestCase`` (``TestCase`` never commits);
+    - a SQLAlchemy ``Session``/``AsyncSession``: its ``after_commit`` event;
+    - a psycopg connection: at once in autocommit; inside a transaction psycopg tells
+      nobody of the commit, so those jobs run at the next enqueue that runs jobs, or
+      at :func:`drain`.
+
+    A job enqueued by a job that is running is run by the same drain, after it.
+    """
+    runner = _Eager(app, queues)
+    if app.after_enqueue is not None:
+        raise TickworkError("eager(): already on for this app")
+    app.after_enqueue = runner
+    try:
+        yield runner.outcomes
+    finally:
+        app.after_enqueue = None
+
+
+class _Eager:
+    """What :func:`eager` sets as ``app.after_enqueue``."""
+
+    def __init__(self, app: App, queues: Sequence[str] | None) -> None:
+        self.app = app
+        self.queues = queues
+        self.outcomes: list[Outcome] = []
+        self._draining = threading.Lock()
+
+    def run(self) -> None:
+        if not self._draining.acquire(blocking=False):
+            return  # enqueued by a job of the drain running now: it runs next, in that drain
+        try:
+            self.outcomes += drain(self.app, queues=self.queues)
+        finally:
+            self._draining.release()
+
+    async def run_async(self) -> None:
+        if not self._draining.acquire(blocking=False):
+            return
+        try:
+            self.outcomes += await drain_async(self.app, queues=self.queues)
+        finally:
+            self._draining.release()
+
+    def enqueued(self, conn: Any) -> None:
+        if conn is None or _committed(conn):
+            self.run()
+        elif type(conn).__module__.startswith("django."):
+            from django.db import transaction
+
+            transaction.on_commit(self.run, using=conn.alias)
+        elif hasattr(conn, "get_bind"):  # a SQLAlchemy Session
+            _after_commit(conn, self.run)
+
+    async def enqueued_async(self, conn: Any) -> None:
+        if conn is None or _committed(conn):
+            await self.run_async()
+        elif hasattr(conn, "sync_session"):  # a SQLAlchemy AsyncSession: its commit is sync
+            _after_commit(conn.sync_session, self.run)
+
+
+def _committed(conn: Any) -> bool:
+    """A psycopg connection with no transaction open: what was written is committed."""
+    import psycopg
+
+    if isinstance(conn, psycopg.Connection | psycopg.AsyncConnection):
+        return conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    return False
+
+
+def _after_commit(session: Any, run: Any) -> None:
+    from sqlalchemy import event
+
+    event.listen(session, "after_commit", lambda _: run(), once=True)

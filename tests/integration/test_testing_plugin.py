@@ -4,12 +4,17 @@ plugin on) under a pytest of its own, against the test database."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
 pytest_plugins = ["pytester"]
+
+TEST_URL_VARIABLE = "TICKWORK_TEST_DATABASE_URL"
 
 JOBS = """
 from tickwork import App
@@ -38,8 +43,13 @@ from pathlib import Path
 
 import pytest
 
-from tickwork import JobState
-from tickwork.testing import drain, drain_async
+import psycopg
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
+
+from tickwork import App, JobState
+from tickwork.errors import ConfigError, JobNotFoundError, TickworkError
+from tickwork.testing import clean, drain, drain_async, eager
 from jobs import app, broken, send, signup
 
 
@@ -74,6 +84,59 @@ async def test_drain_from_async_tests(tickwork_clean):
     job = await send.defer_async(to="b@example.com")
     outcomes = await drain_async(app, queues=["mail"])
     assert [o.job_id for o in outcomes] == [job.id]
+
+
+def test_eager_runs_a_job_and_what_it_enqueues_before_defer_returns(tickwork_clean):
+    with eager(app) as outcomes:
+        job = signup.defer(email="c@example.com")
+        assert app.get_job(job.id).state is JobState.SUCCEEDED
+        assert [app.get_job(o.job_id).task.endswith("send") for o in outcomes] == [False, True]
+    after = send.defer(to="later@example.com")  # off again: it waits for a worker
+    assert app.get_job(after.id).state is JobState.PENDING
+
+
+def test_eager_waits_for_the_commit_of_a_psycopg_transaction(tickwork_clean, tickwork_database_url):
+    with eager(app) as outcomes, psycopg.connect(tickwork_database_url) as conn:
+        job = send.defer(conn=conn, to="d@example.com")
+        assert outcomes == []  # not committed: no worker could see it
+        conn.commit()  # psycopg tells nobody: it runs with the next enqueue that runs jobs
+        send.defer(to="e@example.com")
+        assert app.get_job(job.id).state is JobState.SUCCEEDED and len(outcomes) == 2
+
+
+def test_eager_runs_at_a_sqlalchemy_sessions_commit_and_never_after_a_rollback(
+    tickwork_clean, tickwork_database_url
+):
+    engine = create_engine(tickwork_database_url.replace("postgresql://", "postgresql+psycopg://"))
+    with eager(app) as outcomes:
+        with Session(engine) as session:
+            dropped = send.defer(conn=session, to="f@example.com")
+            session.rollback()
+        with Session(engine) as session:
+            kept = send.defer(conn=session, to="g@example.com")
+            assert outcomes == []
+            session.commit()
+        assert [o.job_id for o in outcomes] == [kept.id]
+    engine.dispose()
+    with pytest.raises(JobNotFoundError):
+        app.get_job(dropped.id)
+
+
+@pytest.mark.asyncio
+async def test_eager_in_async_code(tickwork_clean):
+    with eager(app) as outcomes:
+        job = await send.defer_async(to="h@example.com")
+        assert [o.job_id for o in outcomes] == [job.id]
+
+
+def test_eager_is_refused_twice_and_clean_refuses_a_schema_not_made_for_tests():
+    with eager(app), pytest.raises(TickworkError, match="already on"):
+        with eager(app):
+            pass
+    other = App(schema="public")
+    with pytest.raises(ConfigError, match="not made for tests"):
+        clean(other)
+    other.close()
 """
 
 
@@ -86,10 +149,40 @@ def test_a_users_tests_get_a_throwaway_schema_and_drain(
     pytester.makeconftest('pytest_plugins = ["tickwork.testing"]\n')
     pytester.makepyfile(jobs=JOBS, test_jobs=TESTS)
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=10)
     schema = (pytester.path / "schema.txt").read_text()
     with psycopg.connect(database_url) as conn:
         left: Any = conn.execute(
             "SELECT count(*) FROM pg_namespace WHERE nspname = %s", [schema]
         ).fetchone()
     assert left == (0,)  # dropped when the session ended
+
+
+def test_without_a_test_database_the_embedded_server_and_its_files_go_with_the_session(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    for name in (TEST_URL_VARIABLE, "TICKWORK_DATABASE_URL", "TICKWORK_SCHEMA"):
+        monkeypatch.delenv(name, raising=False)
+    # short: the embedded server may put its socket under the temporary directory, and a
+    # socket's path is at most 107 bytes
+    scratch = Path(tempfile.mkdtemp(prefix="twt-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    monkeypatch.setenv("TMPDIR", str(scratch))  # where the session makes its data directory
+    pytester.makeconftest('pytest_plugins = ["tickwork.testing"]\n')
+    pytester.makepyfile(
+        test_one=f"""
+from pathlib import Path
+from tickwork import App
+
+def test_jobs_go_to_the_embedded_server(tickwork_database_url):
+    app = App()
+    Path("made.txt").write_text(str([p for p in Path({str(scratch)!r}).iterdir()]))
+    assert app.db.url == tickwork_database_url
+    app.close()
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "tickwork-test-" in (pytester.path / "made.txt").read_text()  # it was there
+    left = [p.name for p in scratch.iterdir() if p.name.startswith("tickwork-test-")]
+    assert left == []  # and is gone (the server library's own runtime directory may stay)

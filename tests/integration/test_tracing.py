@@ -104,3 +104,48 @@ async def test_without_a_provider_nothing_is_traced_or_stored(app: App) -> None:
     job = plain.defer()
     assert job.trace_context is None
     assert (await app.get_job_async(job.id)).trace_context is None
+
+
+async def test_a_fastapi_request_instrumented_by_opentelemetry_links_to_the_jobs_run(
+    app: App, spans: InMemorySpanExporter
+) -> None:
+    """The whole way a user sees it: FastAPI instrumented by OpenTelemetry's own
+    instrumentation, a handler enqueueing in its request's transaction
+    (``tickwork.contrib.fastapi``), a worker running the job."""
+    instrumentation = pytest.importorskip("opentelemetry.instrumentation.fastapi")
+    import httpx
+    from fastapi import FastAPI
+
+    from tickwork.contrib.fastapi import lifespan, transaction
+
+    @app.task(queue="receipts")
+    def send_receipt(order_id: int) -> None:
+        pass
+
+    api = FastAPI(lifespan=lifespan(app))
+
+    # (this module's annotations are strings: the dependency is given as a default instead)
+    in_transaction = transaction(app)
+
+    async def place(order_id: int, tx: Any = in_transaction) -> dict[str, int]:
+        job = await send_receipt.defer_async(conn=tx, order_id=order_id)
+        return {"job": job.id}
+
+    api.post("/orders/{order_id}")(place)
+    instrumentation.FastAPIInstrumentor.instrument_app(api)
+    async with (
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://t") as client,
+    ):
+        placed = await client.post("/orders/7")
+    assert placed.status_code == 200, placed.text
+    async with app.worker(queues=["receipts"]) as worker:
+        assert len((await worker.run_once()).outcomes) == 1
+
+    [request] = [s for s in spans.get_finished_spans() if s.kind is trace.SpanKind.SERVER]
+    assert request.name == "POST /orders/{order_id}"
+    [send] = named(spans, "send receipts")
+    assert send.context.trace_id == request.context.trace_id  # the request's trace
+    assert send.parent.span_id == request.context.span_id
+    [process] = named(spans, "process receipts")
+    assert [link.context.span_id for link in process.links] == [send.context.span_id]
+    assert process.attributes["messaging.message.id"] == str(placed.json()["job"])

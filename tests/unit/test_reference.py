@@ -35,6 +35,7 @@ def test_the_pages_do_not_depend_on_the_environment(
 ) -> None:
     monkeypatch.setenv("TICKWORK_WORKER__CONCURRENCY", "7")
     monkeypatch.setenv("TICKWORK_API__MAX_BODY_BYTES", "4096")
+    monkeypatch.setenv("TICKWORK_APP", "elsewhere:app")
     (tmp_path / "tickwork.toml").write_text('schema = "elsewhere"\n')
     monkeypatch.chdir(tmp_path)
     assert reference.render() == rendered

@@ -65,10 +65,11 @@ cli.add_typer(reactors.reactors_cli, name="reactors")
 cli.add_typer(definitions.definitions_cli, name="definitions")
 
 
-def main() -> None:
-    """Entry point of the ``tickwork`` script: errors become one line and exit code 2."""
+def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
+    """Entry point of the ``tickwork`` script (``args``: the command line after the program's
+    name; default ``sys.argv``): errors become one line and exit code 2."""
     try:
-        cli()
+        cli(args=args, prog_name=prog_name)
     except TickworkError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from None

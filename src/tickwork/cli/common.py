@@ -76,7 +76,12 @@ def _without_flag_hints(params: list[Any]) -> list[Any]:
 AppOption = Annotated[
     str | None,
     typer.Option(
-        "--app", "-a", help="Your App object as 'module:attribute' (e.g. myproj.jobs:app)."
+        "--app",
+        "-a",
+        envvar="TICKWORK_APP",
+        show_envvar=False,
+        help="Your App object as 'module:attribute' (e.g. myproj.jobs:app);"
+        " default: $TICKWORK_APP.",
     ),
 ]
 LogLevel = Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING or ERROR.")]

@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import threading
+from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
 import psycopg
@@ -23,6 +24,7 @@ from tickwork.db import embedded
 from tickwork.db.driver_errors import one_line
 from tickwork.db.statements import Statements
 from tickwork.db.store import Store
+from tickwork.db.store.runner import cursor
 from tickwork.errors import DatabaseUnavailable
 
 log = logging.getLogger("tickwork.db")
@@ -50,7 +52,7 @@ minutes, and after an outage the pool could wait half a minute before trying aga
 
 def fetch(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> list[Row]:
     """Run one named statement on a sync connection; rows as dicts (none for DDL/DML)."""
-    with conn.cursor(row_factory=dict_row) as cur:
+    with cursor(conn, dict_row) as cur:
         cur.execute(sql, params)
         return list(cur.fetchall()) if cur.description is not None else []
 
@@ -91,10 +93,20 @@ class Database:
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._async_pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
         self._opening: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self.joined: Callable[[], Any] | None = None
+        """The connection a sync enqueue or emit made without ``conn`` joins, set by a
+        framework integration (Django's connection); None: tickwork's own pool, each call
+        its own transaction."""
+        self.url_source: Callable[[], str] | None = None
+        """Where the URL comes from when a framework owns it (Django's settings, which its
+        test runner changes to the test database): read each time a pool or connection is
+        opened, instead of the settings' URL."""
 
     @property
     def url(self) -> str:
         """The connection URL; starts the embedded server when none is configured."""
+        if self.url_source is not None:
+            return self.url_source()
         with self._lock:
             if self._url is None:
                 configured = self.settings.database_url

@@ -71,3 +71,9 @@ def empty(conn: psycopg.Connection[Any], db: Database, *, every_table: bool = Fa
         fetch(conn, db.statements["scratch_empty"], {})
     else:
         fetch(conn, db.statements["scratch_truncate"], {})
+
+
+def mark(conn: psycopg.Connection[Any], db: Database) -> None:
+    """Mark the database's (existing) schema as a scratch schema: one a test database holds,
+    dropped with it, which :func:`tickwork.testing.clean` may therefore empty."""
+    fetch(conn, db.statements["scratch_mark"], {})

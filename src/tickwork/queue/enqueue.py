@@ -1,7 +1,7 @@
 """Turning enqueue calls into validated rows, and joining the caller's transaction.
 
 Everything here is pure except the two connection adapters, which only unwrap a caller's
-psycopg or SQLAlchemy object to the underlying psycopg connection; they never begin, commit
+psycopg, SQLAlchemy or Django object to the underlying psycopg connection; they never begin, commit
 or roll back anything.
 """
 
@@ -241,7 +241,8 @@ def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
 
 
 def sync_connection(conn: Any) -> psycopg.Connection[Any]:
-    """The psycopg connection behind ``conn`` (psycopg, SQLAlchemy Session or Connection)."""
+    """The psycopg connection behind ``conn`` (psycopg, SQLAlchemy Session or Connection,
+    Django's connection)."""
     if isinstance(conn, psycopg.Connection):
         return conn
     if type(conn).__module__.startswith("sqlalchemy"):
@@ -255,8 +256,17 @@ def sync_connection(conn: Any) -> psycopg.Connection[Any]:
             conn,
             "must use the psycopg driver (postgresql+psycopg://) to join its transaction",
         )
+    if type(conn).__module__.startswith("django."):  # a DatabaseWrapper: django.db.connection
+        conn.ensure_connection()
+        if isinstance(conn.connection, psycopg.Connection):
+            return conn.connection
+        raise EnqueueError(
+            "conn", conn, "must be a Django connection using psycopg 3 (pip install psycopg)"
+        )
     raise EnqueueError(
-        "conn", conn, "must be a psycopg Connection or a SQLAlchemy Session/Connection"
+        "conn",
+        conn,
+        "must be a psycopg Connection, a SQLAlchemy Session/Connection or a Django connection",
     )
 
 

@@ -109,6 +109,8 @@ class Signals:
             signal_type, entity_type, entity_id, aggregate_key, organisation_id, payload
         )
         store = self.db.store
+        if conn is None and self.db.joined is not None:
+            conn = self.db.joined()
         with translating():
             if conn is not None:
                 row = store.signal_emit_sync(sync_connection(conn), signal=signal)

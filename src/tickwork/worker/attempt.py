@@ -114,7 +114,9 @@ async def run_handler(
             if running.is_async:
                 result = await task.fn(*args, **job.args)
             else:
-                call = functools.partial(contextvars.copy_context().run, task.fn, *args, **job.args)
+                call = functools.partial(
+                    contextvars.copy_context().run, task.in_worker, *args, **job.args
+                )
                 loop = asyncio.get_running_loop()
                 running.thread_result = loop.run_in_executor(threads, call)
                 result = await running.thread_result

@@ -14,6 +14,9 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import AsyncRowFactory, RowFactory, dict_row, tuple_row
+from psycopg.types.datetime import TimestamptzLoader
+from psycopg.types.json import JsonbLoader, JsonLoader
+from psycopg.types.net import CidrLoader, InetLoader
 
 from tickwork.db.statements import Statements
 
@@ -23,6 +26,28 @@ AsyncConn = psycopg.AsyncConnection[Any]
 """An async connection: a pooled one, the process's own, or the caller's (in its transaction)."""
 Conn = psycopg.Connection[Any]
 """A sync connection, likewise."""
+
+
+def cursor(conn: Conn, rows: RowFactory[R]) -> psycopg.Cursor[R]:
+    """A cursor for tickwork's statements on ``conn``. A connection a framework made (Django
+    loads ``jsonb`` as text, and times in its own zone, through a client-side cursor class of
+    its own) gets a plain cursor with psycopg's loaders for those types, changed on the cursor
+    only: the framework's own queries on the connection are left as they are."""
+    if conn.cursor_factory is psycopg.Cursor:
+        return conn.cursor(row_factory=rows)
+    cur = psycopg.Cursor(conn, row_factory=rows)
+    for name, loader in _PLAIN_LOADERS:
+        cur.adapters.register_loader(name, loader)
+    return cur
+
+
+_PLAIN_LOADERS = (
+    ("json", JsonLoader),
+    ("jsonb", JsonbLoader),
+    ("timestamptz", TimestamptzLoader),
+    ("inet", InetLoader),
+    ("cidr", CidrLoader),
+)
 
 STATEMENT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30)
 """Bounds (seconds) of the statement-time histogram."""
@@ -108,7 +133,7 @@ class Runner:
         sql = self.statements[name]
         started = time.perf_counter()
         try:
-            with conn.cursor(row_factory=rows) as cur:
+            with cursor(conn, rows) as cur:
                 cur.execute(sql, params)
                 return list(cur.fetchall()) if cur.description is not None else []
         finally:

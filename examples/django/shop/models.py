@@ -1,0 +1,7 @@
+from django.db import models
+
+
+class Order(models.Model):
+    email = models.EmailField()
+    total_cents = models.PositiveIntegerField()
+    receipt_sent = models.BooleanField(default=False)

@@ -1,0 +1,152 @@
+"""The ``TICKWORK`` setting of a Django project, and the one App made from it.
+
+``TICKWORK`` is a dict; every key is optional:
+
+- ``DATABASE`` (``"default"``): the alias in ``DATABASES`` whose database holds tickwork's
+  schema, and whose connection a ``defer()`` or ``emit()`` without ``conn`` joins;
+- ``SCHEMA`` (``"tickwork"``): tickwork's schema in that database, beside Django's tables;
+- ``MIGRATE`` (``True``): ``manage.py migrate`` of that database also migrates tickwork's
+  schema (after Django's own migrations, never as one of them);
+- ``TASKS_MODULE`` (``"tasks"``): the module of each installed app imported at start, where
+  its tasks are defined;
+- ``SETTINGS`` (``{}``): any other tickwork setting, nested as in ``tickwork.toml``
+  (``{"worker": {"concurrency": 20}}``).
+
+The database URL is never a setting here: it comes from ``DATABASES``, read each time a
+connection is opened (Django's test runner points it at the test database).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.conninfo import make_conninfo
+
+from tickwork.app import App
+from tickwork.errors import ConfigError
+
+KEYS = frozenset({"DATABASE", "SCHEMA", "MIGRATE", "TASKS_MODULE", "SETTINGS"})
+DJANGO_ONLY_OPTIONS = frozenset(
+    {"isolation_level", "server_side_binding", "assume_role", "pool", "cursor_factory", "context"}
+)
+"""Keys of a database's ``OPTIONS`` that Django reads itself; the others are libpq's."""
+
+_lock = threading.Lock()
+_app: App | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The ``TICKWORK`` setting, checked."""
+
+    database: str = "default"
+    schema: str = "tickwork"
+    migrate: bool = True
+    tasks_module: str = "tasks"
+    settings: dict[str, Any] | None = None
+
+
+def config() -> Config:
+    """``settings.TICKWORK``, checked: an unknown key or a wrong type is refused, named."""
+    from django.conf import settings
+    from django.db import connections
+
+    given = getattr(settings, "TICKWORK", {})
+    if not isinstance(given, dict):
+        raise ConfigError(f"TICKWORK must be a dict, not {type(given).__name__}")
+    unknown = sorted(set(given) - KEYS)
+    if unknown:
+        raise ConfigError(
+            f"TICKWORK: unknown key(s) {', '.join(map(repr, unknown))}; known: {sorted(KEYS)}"
+        )
+    found = Config(
+        database=given.get("DATABASE", "default"),
+        schema=given.get("SCHEMA", "tickwork"),
+        migrate=given.get("MIGRATE", True),
+        tasks_module=given.get("TASKS_MODULE", "tasks"),
+        settings=given.get("SETTINGS", {}),
+    )
+    for key, value, kind in (
+        ("DATABASE", found.database, str),
+        ("SCHEMA", found.schema, str),
+        ("MIGRATE", found.migrate, bool),
+        ("TASKS_MODULE", found.tasks_module, str),
+        ("SETTINGS", found.settings, dict),
+    ):
+        if not isinstance(value, kind):
+            raise ConfigError(f"TICKWORK[{key!r}] must be a {kind.__name__}, not {value!r}")
+    if found.database not in connections.settings:
+        raise ConfigError(f"TICKWORK['DATABASE'] ({found.database!r}) is not in DATABASES")
+    engine = connections.settings[found.database].get("ENGINE", "")
+    if "postgresql" not in engine and "postgis" not in engine:
+        raise ConfigError(
+            f"TICKWORK['DATABASE'] ({found.database!r}) must be a PostgreSQL database,"
+            f" not {engine!r}"
+        )
+    settings_given = dict(found.settings or {})
+    for reserved in ("database_url", "schema", "schema_name"):
+        if reserved in settings_given:
+            raise ConfigError(
+                f"TICKWORK['SETTINGS'] may not set {reserved!r}: it comes from DATABASES"
+                " and TICKWORK['SCHEMA']"
+            )
+    return found
+
+
+def url_of(alias: str) -> str:
+    """The libpq URL of Django's database ``alias``, from its settings now."""
+    from django.db import connections
+
+    given = connections[alias].settings_dict
+    params: dict[str, Any] = {
+        "dbname": given.get("NAME") or None,
+        "user": given.get("USER") or None,
+        "password": given.get("PASSWORD") or None,
+        "host": given.get("HOST") or None,
+        "port": str(given["PORT"]) if given.get("PORT") else None,
+    }
+    for key, value in (given.get("OPTIONS") or {}).items():
+        if key not in DJANGO_ONLY_OPTIONS:
+            params[key] = value
+    return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
+
+
+def closing_connections(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` as a worker runs it: Django's stale connections of the thread are closed before
+    and after the job, as Django does around a request (``CONN_MAX_AGE`` applies)."""
+    import functools
+
+    from django.db import close_old_connections
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return run
+
+
+def get_app() -> App:
+    """The project's App: made once, from ``TICKWORK`` and ``DATABASES``."""
+    global _app
+    with _lock:
+        if _app is None:
+            _app = _make_app(config())
+        return _app
+
+
+def _make_app(found: Config) -> App:
+    from django.db import connections
+
+    app = App(schema=found.schema, **(found.settings or {}))
+    alias = found.database
+    app.db.url_source = lambda: url_of(alias)
+    app.db.joined = lambda: connections[alias]
+    app.wrap_sync_handler = closing_connections
+    return app
