@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, TypeGuard, Union, get_args, get_origin
 
-import annotated_types
 import typer
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
@@ -197,21 +196,20 @@ def _type(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
+BOUNDS = (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"))
+"""A field's constraints (pydantic keeps each as an object with one of these attributes)."""
+
+
 def _bounds(field: FieldInfo) -> str:
-    words = {
-        annotated_types.Ge: ("≥", "ge"),
-        annotated_types.Gt: (">", "gt"),
-        annotated_types.Le: ("≤", "le"),
-        annotated_types.Lt: ("<", "lt"),
-    }
     found = []
     for item in field.metadata:
-        for kind, (sign, attribute) in words.items():
+        for attribute, sign in BOUNDS:
             limit = getattr(item, attribute, None)
-            if isinstance(item, kind) and limit != MAX_SECONDS:
+            if limit is not None and limit != MAX_SECONDS:  # every duration's: said once
                 found.append(f"{sign} {_number(limit)}")
-        if isinstance(item, annotated_types.MinLen) and item.min_length:
-            found.append("not empty" if item.min_length == 1 else f"{item.min_length}+ long")
+        length = getattr(item, "min_length", None)
+        if length:
+            found.append("not empty" if length == 1 else f"{length}+ long")
     return f", {', '.join(found)}" if found else ""
 
 
