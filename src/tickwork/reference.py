@@ -7,7 +7,7 @@
   :data:`~tickwork.api.security.ROUTE_ROLES` requires, its parameters, body and status codes.
 
 ``python -m tickwork.reference`` writes them; ``--check`` only says which are stale.
-``tests/e2e/test_reference.py`` fails when the committed pages differ from what this renders.
+``tests/unit/test_reference.py`` fails when the committed pages differ from what this renders.
 """
 
 from __future__ import annotations
