@@ -3,7 +3,7 @@
 # service), `tickwork worker ...` as another command. docs/deployment.md (Containers) builds
 # it, runs it with compose.yaml and adds your own tasks on top of it.
 #
-#   docker build --build-arg TICKWORK_VERSION="$(git describe --tags)" -t tickwork .
+#   docker build --build-arg TICKWORK_VERSION=1.2.3 -t tickwork:1.2.3 .   (a checkout of v1.2.3)
 
 # -- build: the wheel, from the sources, and the wheels of its dependencies ----------------
 FROM python:3.11-slim AS build
