@@ -22,7 +22,7 @@ import pytest
 
 from .support import serving
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]  # a hang guard: builds, installs
 pytest.importorskip("build", reason="pip install -e '.[dev]' (build)")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,14 +138,13 @@ def test_the_wheel_in_a_fresh_virtualenv_serves_and_runs_the_demo(
     assert installed[0] == VERSION
     assert Path(installed[1]).is_relative_to(venv), installed  # not this checkout's
 
-    with serving(env, tmp_path, program=[str(tickwork)]) as (_, url, printed):
+    with serving(env, tmp_path, program=[str(tickwork)]) as (_, url, _):
         ready = httpx.get(f"{url}/readyz", timeout=GUARD)
         assert ready.status_code == 200, ready.text
         openapi = httpx.get(f"{url}/api/openapi.json", timeout=GUARD)
         assert json.loads(openapi.text)["info"]["version"] == VERSION
         page = httpx.get(f"{url}/", timeout=GUARD)
         assert page.status_code == 200 and '<div id="root">' in page.text
-    assert "roles: " in printed
 
     demo = subprocess.run(
         [tickwork, "demo"],
