@@ -25,7 +25,9 @@ FROM python:3.11-slim
 ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     TICKWORK_API__HOST=0.0.0.0
-# Installed from the build stage's wheels only (mounted, so they take no layer of their own).
+# Installed from the build stage's wheels only (mounted, so they take no layer of their own;
+# --no-index: the one version there is the one installed, pinned by the build).
+# hadolint ignore=DL3013
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-cache-dir --no-index --find-links /wheels tickwork \
     && groupadd --system --gid 10001 tickwork \
