@@ -152,6 +152,7 @@ async def test_the_tools_are_listed_with_schemas_resources_and_prompts(served: s
         assert tools["cancel_job"].annotations and tools["cancel_job"].annotations.destructiveHint
         docs = {str(r.uri) for r in (await session.list_resources()).resources}
         assert {"tickwork://docs/api", "tickwork://docs/dashboard"} <= docs
+        assert {"tickwork://docs/tutorials/first-task", "tickwork://docs/reference/cli"} <= docs
         page = await session.read_resource(AnyUrl("tickwork://docs/api"))
         assert "GET /api/jobs" in page.contents[0].text  # type: ignore[union-attr]
         templates = (await session.list_resource_templates()).resourceTemplates

@@ -62,7 +62,10 @@ def package_data(clone: Path) -> list[str]:
             "src/tickwork/web/dist",
         ]
     ).split()
-    pages = sorted(f"docs/{p.name}" for p in (clone / "docs").glob("*.md"))
+    docs = clone / "docs"  # the guides and one level of folders (tutorials/, reference/)
+    pages = sorted(
+        f"docs/{p.relative_to(docs).as_posix()}" for g in ("*.md", "*/*.md") for p in docs.glob(g)
+    )
     return ["py.typed", *(t.removeprefix("src/tickwork/") for t in tracked), *pages]
 
 
@@ -101,6 +104,7 @@ def test_the_sdist_and_the_wheel_carry_the_package_data(release: Release) -> Non
     expected = package_data(release.clone)
     assert any(e.startswith("db/migrations/0001_") for e in expected), expected
     assert {"db/sql/jobs.sql", "web/dist/index.html", "docs/mcp.md"} <= set(expected)
+    assert {"docs/tutorials/first-task.md", "docs/reference/cli.md"} <= set(expected)
     assert any(e.endswith(".js") for e in expected) and any(e.endswith(".css") for e in expected)
 
     with tarfile.open(release.sdist) as archive:

@@ -280,7 +280,7 @@ def _cluster(server: FastMCP, call: Call) -> None:
 
 
 def _resources(server: FastMCP, call: Call) -> None:
-    for page in sorted(DOCS.glob("*.md")):
+    for page in sorted(DOCS.glob("**/*.md")):  # the guides, tutorials/ and reference/
         _doc_resource(server, page)
 
     @server.resource(
@@ -298,10 +298,12 @@ def _resources(server: FastMCP, call: Call) -> None:
 
 
 def _doc_resource(server: FastMCP, page: Path) -> None:
+    name = page.relative_to(DOCS).with_suffix("").as_posix()  # tutorials/first-task
+
     @server.resource(
-        f"tickwork://docs/{page.stem}",
-        name=f"docs-{page.stem}",
-        description=f"tickwork's documentation: {page.stem}",
+        f"tickwork://docs/{name}",
+        name=f"docs-{name.replace('/', '-')}",
+        description=f"tickwork's documentation: {name}",
         mime_type="text/markdown",
     )
     def doc() -> str:
