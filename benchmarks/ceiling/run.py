@@ -1,6 +1,6 @@
 """The database's ceiling for tickwork's job path: tickwork's own statements run by pgbench.
 
-    .venv/bin/python benchmarks/ceiling/run.py                      # 10 s / 60,000 jobs a run
+    .venv/bin/python benchmarks/ceiling/run.py                      # 10 s or 100,000 jobs a run
     .venv/bin/python benchmarks/ceiling/run.py --clients 1,2 --json
     .venv/bin/python benchmarks/ceiling/run.py --workloads cycle --batches 500
 
@@ -406,7 +406,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="length of an insert run")
     parser.add_argument(
-        "--rows", type=int, default=60_000, help="jobs a claim, complete or cycle run uses up"
+        "--rows", type=int, default=100_000, help="jobs a claim, complete or cycle run uses up"
     )
     parser.add_argument(
         "--min-transactions",
