@@ -655,12 +655,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--ceiling-seconds", type=float, default=None, help="length of a ceiling insert run (10)"
     )
     parser.add_argument(
-        "--ceiling-rows", type=int, default=None, help="jobs a ceiling cycle run uses up (100000)"
+        "--ceiling-rows",
+        type=int,
+        default=None,
+        help="jobs a ceiling cycle run uses up (default --jobs: the drains' queue depth)",
     )
     args = parser.parse_args(argv)
     args.ceiling_seconds = args.ceiling_seconds or (2.0 if args.quick else 10.0)
-    args.ceiling_rows = args.ceiling_rows or (10_000 if args.quick else 100_000)
     args.jobs = args.jobs or (2000 if args.quick else 20_000)
+    args.ceiling_rows = args.ceiling_rows or args.jobs
     args.repeats = args.repeats or (1 if args.quick else 3)
     args.latency_jobs = args.latency_jobs or (50 if args.quick else 500)
     concurrency = args.tickwork_concurrency or ("200,1000" if args.quick else TICKWORK_CONCURRENCY)
