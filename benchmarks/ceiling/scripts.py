@@ -28,7 +28,7 @@ from tickwork.app import App
 from tickwork.cli.bench import BENCH_QUEUE, NOOP
 from tickwork.config import WorkerSettings
 from tickwork.db.statements import Statements
-from tickwork.db.store.jobs import _insert_many_params, _insert_params
+from tickwork.db.store.jobs import JobRow, _insert_many_params, _insert_params
 from tickwork.queue.enqueue import JobSpec, insert_plan
 from tickwork.types import ExecutionState
 from tickwork.worker.completer import Completion, _outcomes
@@ -172,7 +172,7 @@ class Scripts:
         self.task = app.get_task(NOOP)
         self.lease_ttl = WorkerSettings().lease_ttl
 
-    def job_rows(self, count: int, offset: int = 0) -> list[Any]:
+    def job_rows(self, count: int, offset: int = 0) -> list[JobRow]:
         """``count`` jobs of the bench's no-op task as ``enqueue`` builds them."""
         return [self.task.row(JobSpec(NOOP, {"n": offset + i})) for i in range(count)]
 
@@ -217,7 +217,9 @@ class Scripts:
         return Script(f"complete-{size}", lookup + text + ";\n", {"k": "0"}, size, WORKER_PLAN)
 
     def cycle(self, size: int) -> Script:
-        """Claim ``size`` and write their outcomes: the worker's drain, without the worker."""
+        """Claim ``size`` and write their outcomes: the worker's drain, without the worker.
+        Both statements share one connection, so the claim is planned as the outcome write
+        is, for its parameters (``claim-N`` shows the claim connections' generic plan)."""
         claim = claim_to_outcomes(self.statements["job_claim"])
         claim_text, variables = bind(claim, self.claim_params(size))
         complete_text, _ = bind(self.statements["job_complete_many"], {"outcomes": ""})
