@@ -11,6 +11,10 @@ at a time and never two at once, ``tickwork bench --json`` (at its default drain
 concurrency and at each of ``--tickwork-concurrency``) and ``benchmarks/peers.py`` (in
 ``benchmarks/.venv-peers``) for PgQueuer and for Procrastinate, ``--repeats`` times, and
 reports the median of each measurement.
+
+With ``--ceiling`` each round also runs ``benchmarks/ceiling/run.py`` (tickwork's own
+statements under pgbench: what the database allows them) and the table shows each
+workload's figure as a fraction of its ceiling.
 """
 
 from __future__ import annotations
@@ -32,14 +36,18 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from tickwork.worker.worker import CLAIMS_IN_FLIGHT
+
 HERE = Path(__file__).resolve().parent
 PEERS_SCRIPT = HERE / "peers.py"
 PEERS_PYTHON = HERE / ".venv-peers" / "bin" / "python"
+CEILING_SCRIPT = HERE / "ceiling" / "run.py"
 DEFAULT_URL = "postgresql://127.0.0.1:5432/bench_compare"
 SYSTEMS = ("tickwork", "pgqueuer", "procrastinate")
 LABELS = {"tickwork": "tickwork", "pgqueuer": "PgQueuer", "procrastinate": "Procrastinate"}
 TICKWORK_DEFAULT_CONCURRENCY = 200  # ``tickwork bench --concurrency`` default
 TICKWORK_CONCURRENCY = "200,500,1000,2000"
+CEILING_SINGLE_CLIENTS = 1  # enqueue-single and enqueue-batch: one caller, one at a time
 PG_SETTINGS = (
     "synchronous_commit",
     "fsync",
@@ -145,6 +153,13 @@ class Samples:
     def add(self, system: str, key: str, value: float) -> None:
         self.values.setdefault(system, {}).setdefault(key, []).append(value)
 
+    def absorb_ceiling(self, output: dict[str, Any]) -> None:
+        """benchmarks/ceiling/run.py's jobs/s, by script and number of clients."""
+        self.environments.setdefault("ceiling", output.get("environment", {}))
+        for result in output.get("results", []):
+            clients = int(result["details"]["clients"])
+            self.add("ceiling", ceiling_key(result["workload"], clients), result["per_second"])
+
     def absorb(self, system: str, output: dict[str, Any], *, tickwork_default: int) -> None:
         self.environments.setdefault(system, output.get("environment", {}))
         for result in output.get("results", []):
@@ -222,6 +237,47 @@ def run_tickwork(
     return run_json(command, env, f"tickwork {','.join(workloads)} (concurrency {concurrency})")
 
 
+def ceiling_key(script: str, clients: int) -> str:
+    """A ceiling sample's key: its script (``ceiling:cycle-100``) at a number of clients."""
+    return f"{script}@{clients}"
+
+
+def drain_clients() -> int:
+    """pgbench clients matching one worker process's drain: its claims in flight, each on a
+    connection of its own (the outcome writer's statements take turns with them)."""
+    return CLAIMS_IN_FLIGHT
+
+
+def claim_batch(concurrency: int) -> int:
+    """The jobs one claim of a worker at ``concurrency`` asks for (see worker.py)."""
+    return max(1, -(-concurrency // CLAIMS_IN_FLIGHT))
+
+
+def run_ceiling(args: argparse.Namespace) -> dict[str, Any]:
+    batches = sorted({claim_batch(c) for c in args.tickwork_concurrency})
+    clients = sorted({CEILING_SINGLE_CLIENTS, drain_clients()})
+    command = [
+        sys.executable,
+        str(CEILING_SCRIPT),
+        "--json",
+        "--url",
+        args.url,
+        "--workloads",
+        "insert-single,insert-batch,cycle",
+        "--clients",
+        ",".join(map(str, clients)),
+        "--batches",
+        ",".join(map(str, batches)),
+        "--insert-batch",
+        str(args.batch),
+        "--seconds",
+        str(args.ceiling_seconds),
+        "--rows",
+        str(args.ceiling_rows),
+    ]
+    return run_json(command, dict(os.environ), "ceiling")
+
+
 def run_peer(args: argparse.Namespace, system: str) -> dict[str, Any]:
     command = [
         str(args.peers_python),
@@ -274,6 +330,14 @@ def measure(args: argparse.Namespace) -> Samples:
             for output in outputs:
                 samples.absorb(system, output, tickwork_default=TICKWORK_DEFAULT_CONCURRENCY)
                 samples.runs.append({"run": run, "system": system, **output})
+        if args.ceiling:
+            log(f"run {run}/{args.repeats}: the database's ceiling (pgbench)")
+            busy = wait_until_quiet(args.quiet_wait)
+            if busy is not None:
+                samples.busy_warnings.append({"run": run, "system": "ceiling", "busy": busy})
+            output = run_ceiling(args)
+            samples.absorb_ceiling(output)
+            samples.runs.append({"run": run, "system": "ceiling", **output})
     return samples
 
 
@@ -292,12 +356,22 @@ class Row:
     medians: dict[str, float | None]
     settings: dict[str, str] = field(default_factory=dict)
     spreads: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    ceiling: float | None = None
+    """The median jobs/s of the matching ceiling script (``--ceiling``)."""
+    ceiling_script: str = ""
+    ceiling_spread: tuple[float, float] | None = None
 
     def ratio(self, peer: str) -> float | None:
         ours, theirs = self.medians.get("tickwork"), self.medians.get(peer)
         if ours is None or not theirs:
             return None
         return ours / theirs
+
+    def of_ceiling(self, system: str) -> float | None:
+        figure = self.medians.get(system)
+        if figure is None or not self.ceiling:
+            return None
+        return figure / self.ceiling
 
 
 def describe(settings: dict[str, Any]) -> str:
@@ -324,6 +398,7 @@ def build_rows(samples: Samples, args: argparse.Namespace) -> list[Row]:
     )
     default = Row(f"drain ({args.jobs:,}), default settings", "jobs/s", True, {})
     best = Row(f"drain ({args.jobs:,}), best setting", "jobs/s", True, {})
+    best_names: dict[str, str] = {}
     for system in args.systems:
         drains = {
             key.split(":", 1)[1]: values
@@ -337,6 +412,7 @@ def build_rows(samples: Samples, args: argparse.Namespace) -> list[Row]:
             default.settings[system] = describe(settings.get("default", {}))
         if drains:
             name, values = max(drains.items(), key=lambda item: statistics.median(item[1]))
+            best_names[system] = name
             best.medians[system] = median(values)
             best.spreads[system] = (min(values), max(values))
             best.settings[system] = describe(settings.get(name, {})) + (
@@ -345,6 +421,26 @@ def build_rows(samples: Samples, args: argparse.Namespace) -> list[Row]:
     rows += [default, best]
     rows.append(simple("latency-p50", f"latency p50 ({args.rate:g} jobs/s)", "ms", False))
     rows.append(simple("latency-p99", f"latency p99 ({args.rate:g} jobs/s)", "ms", False))
+    if args.ceiling:
+        best_setting = samples.drain_settings.get("tickwork", {}).get(
+            best_names.get("tickwork", "default"), {}
+        )
+        best_concurrency = int(best_setting.get("concurrency", TICKWORK_DEFAULT_CONCURRENCY))
+        matches = [
+            (rows[0], "ceiling:insert-single", CEILING_SINGLE_CLIENTS),
+            (rows[1], f"ceiling:insert-batch-{args.batch}", CEILING_SINGLE_CLIENTS),
+            (
+                default,
+                f"ceiling:cycle-{claim_batch(TICKWORK_DEFAULT_CONCURRENCY)}",
+                drain_clients(),
+            ),
+            (best, f"ceiling:cycle-{claim_batch(best_concurrency)}", drain_clients()),
+        ]
+        for row, script, clients in matches:
+            values = samples.values.get("ceiling", {}).get(ceiling_key(script, clients))
+            row.ceiling = median(values)
+            row.ceiling_spread = (min(values), max(values)) if values else None
+            row.ceiling_script = f"{script.removeprefix('ceiling:')}, {clients} client(s)"
     return rows
 
 
@@ -356,11 +452,13 @@ def fmt(value: float | None, unit: str) -> str:
     return f"{value:,.0f}"
 
 
-def table(rows: list[Row], systems: list[str]) -> str:
+def table(rows: list[Row], systems: list[str], *, ceiling: bool = False) -> str:
     peers = [s for s in systems if s != "tickwork"]
     header = ["workload", "unit"] + [LABELS[s] for s in systems]
     if "tickwork" in systems:
         header += [f"tickwork/{LABELS[p]}" for p in peers]
+    if ceiling:
+        header += ["ceiling"] + [f"{LABELS[s]}/ceiling" for s in systems]
     lines = [header]
     for row in rows:
         line = [row.workload, row.unit] + [fmt(row.medians.get(s), row.unit) for s in systems]
@@ -368,6 +466,11 @@ def table(rows: list[Row], systems: list[str]) -> str:
             for peer in peers:
                 ratio = row.ratio(peer)
                 line.append("-" if ratio is None else f"{ratio:.2f}x")
+        if ceiling:
+            line.append(fmt(row.ceiling, row.unit))
+            for system in systems:
+                share = row.of_ceiling(system)
+                line.append("-" if share is None else f"{share:.2f}")
         lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     out = []
@@ -396,7 +499,7 @@ def report_text(
     out = [
         f"tickwork vs PgQueuer vs Procrastinate — median of {args.repeats} run(s) each",
         "",
-        table(rows, args.systems),
+        table(rows, args.systems, ceiling=args.ceiling),
         "",
         "Ratios are tickwork/peer: above 1 means tickwork is faster for jobs/s rows, and"
         " slower for ms rows (latency: lower is better).",
@@ -409,6 +512,17 @@ def report_text(
             for system in args.systems:
                 if system in row.settings:
                     out.append(f"    {LABELS[system]}: {row.settings[system]}")
+    if args.ceiling:
+        out.append("")
+        out.append(
+            "ceiling: tickwork's own statements under pgbench (benchmarks/ceiling/run.py);"
+            " X/ceiling is each system's figure over it. Matched scripts:"
+        )
+        for row in rows:
+            if row.ceiling_script:
+                spread = row.ceiling_spread
+                span = f"; spread {fmt(spread[0], 'u')}-{fmt(spread[1], 'u')}" if spread else ""
+                out.append(f"  {row.workload}: {row.ceiling_script}{span}")
     out.append("")
     out.append("spread (min-max over runs):")
     for row in rows:
@@ -456,6 +570,11 @@ def report_json(
             "repeats": args.repeats,
             "tickwork_concurrency": args.tickwork_concurrency,
             "peer_drain_configs": args.peer_drain_configs or "all presets",
+            **(
+                {"ceiling_seconds": args.ceiling_seconds, "ceiling_rows": args.ceiling_rows}
+                if args.ceiling
+                else {}
+            ),
         },
         "rows": [
             {
@@ -465,6 +584,16 @@ def report_json(
                 "spread": r.spreads,
                 "settings": r.settings,
                 "ratio_tickwork_over": {p: r.ratio(p) for p in args.systems if p != "tickwork"},
+                **(
+                    {
+                        "ceiling": r.ceiling,
+                        "ceiling_script": r.ceiling_script,
+                        "ceiling_spread": r.ceiling_spread,
+                        "ratio_over_ceiling": {s: r.of_ceiling(s) for s in args.systems},
+                    }
+                    if args.ceiling
+                    else {}
+                ),
             }
             for r in rows
         ],
@@ -516,8 +645,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="before each measurement wait up to this many seconds for the machine to be"
         " idle (0: don't wait)",
     )
+    parser.add_argument(
+        "--ceiling",
+        action="store_true",
+        help="each round, also run benchmarks/ceiling/run.py (pgbench) and show every figure"
+        " as a fraction of its ceiling",
+    )
+    parser.add_argument(
+        "--ceiling-seconds", type=float, default=None, help="length of a ceiling insert run (10)"
+    )
+    parser.add_argument(
+        "--ceiling-rows",
+        type=int,
+        default=None,
+        help="jobs a ceiling cycle run uses up (default --jobs: the drains' queue depth)",
+    )
     args = parser.parse_args(argv)
+    args.ceiling_seconds = args.ceiling_seconds or (2.0 if args.quick else 10.0)
     args.jobs = args.jobs or (2000 if args.quick else 20_000)
+    args.ceiling_rows = args.ceiling_rows or args.jobs
     args.repeats = args.repeats or (1 if args.quick else 3)
     args.latency_jobs = args.latency_jobs or (50 if args.quick else 500)
     concurrency = args.tickwork_concurrency or ("200,1000" if args.quick else TICKWORK_CONCURRENCY)
