@@ -139,7 +139,8 @@ def pgbench(
         command += ["-D", f"{name}={value}"]
     command.append(url)
     env = dict(os.environ)
-    env["PGOPTIONS"] = env.get("PGOPTIONS", "") + f" -c plan_cache_mode={script.plan_cache_mode}"
+    given = " ".join(f"-c {name}={value}" for name, value in script.settings.items())
+    env["PGOPTIONS"] = f"{env.get('PGOPTIONS', '')} {given}".strip()
     env.setdefault("PGAPPNAME", "tickwork-ceiling")
     proc = subprocess.run(
         command, env=env, capture_output=True, text=True, timeout=PGBENCH_TIMEOUT, check=False
@@ -292,7 +293,7 @@ def measure(
         "aborted": result["aborted"],
         "latency_ms": result["latency_ms"],
         "statements": result["statements"],
-        "plan_cache_mode": script.plan_cache_mode,
+        "settings": script.settings,
         "before": before,
         "after": after,
     }

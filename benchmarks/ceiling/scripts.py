@@ -39,10 +39,10 @@ VARIABLE = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 WORKER_ID = uuid.UUID(int=0)
 """The claims' worker id (executions.worker_id has no foreign key: any uuid does)."""
 
-CLAIM_PLAN = CLAIM_SERVER_SETTINGS["plan_cache_mode"]
-"""The worker's claim connections plan job_claim generically."""
-WORKER_PLAN = WORKER_SERVER_SETTINGS["plan_cache_mode"]
-"""Its other connections (outcome writes) plan every execution for its parameters."""
+CLAIM_SETTINGS = dict(CLAIM_SERVER_SETTINGS)
+"""The worker's claim connections' settings (job_claim planned generically, no JIT)."""
+WORKER_SETTINGS = dict(WORKER_SERVER_SETTINGS)
+"""Its other connections' (outcome writes: every execution planned for its parameters)."""
 
 
 def claim_batch(concurrency: int) -> int:
@@ -62,8 +62,8 @@ class Script:
     """Given to pgbench with ``-D``."""
     rows: int = 1
     """Jobs one transaction of the script inserts, claims or completes."""
-    plan_cache_mode: str = "auto"
-    """As tickwork's connection running these statements sets it."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """Server settings, as tickwork's connection running these statements sets them."""
 
 
 def text_value(value: Any) -> str:
@@ -202,7 +202,7 @@ class Scripts:
 
     def claim(self, size: int) -> Script:
         text, variables = bind(self.statements["job_claim"], self.claim_params(size))
-        return Script(f"claim-{size}", text + ";\n", variables, size, CLAIM_PLAN)
+        return Script(f"claim-{size}", text + ";\n", variables, size, CLAIM_SETTINGS)
 
     def complete(self, size: int, batches_table: str) -> Script:
         """job_complete_many of ``size`` outcomes per transaction, prepared beforehand by
@@ -214,7 +214,7 @@ class Scripts:
             f"SELECT outcomes FROM {self.schema}.{batches_table}"
             " WHERE client = :client_id AND k = :k \\gset\n"
         )
-        return Script(f"complete-{size}", lookup + text + ";\n", {"k": "0"}, size, WORKER_PLAN)
+        return Script(f"complete-{size}", lookup + text + ";\n", {"k": "0"}, size, WORKER_SETTINGS)
 
     def cycle(self, size: int) -> Script:
         """Claim ``size`` and write their outcomes: the worker's drain, without the worker.
@@ -224,7 +224,7 @@ class Scripts:
         claim_text, variables = bind(claim, self.claim_params(size))
         complete_text, _ = bind(self.statements["job_complete_many"], {"outcomes": ""})
         text = claim_text + " \\gset\n" + complete_text + ";\n"
-        return Script(f"cycle-{size}", text, variables, size, WORKER_PLAN)
+        return Script(f"cycle-{size}", text, variables, size, WORKER_SETTINGS)
 
     def outcomes(self, pairs: list[tuple[int, int]]) -> str:
         """The JSON the completer sends for these (job id, execution id) pairs, SUCCEEDED."""
