@@ -376,9 +376,9 @@ async def test_worker_connections_keep_the_options_of_the_url(
             async with pool.connection() as conn:
                 cur = await conn.execute(
                     "SELECT current_setting('statement_timeout'),"
-                    " current_setting('plan_cache_mode')"
+                    " current_setting('plan_cache_mode'), current_setting('jit')"
                 )
-                assert await cur.fetchone() == ("12345ms", plan)
+                assert await cur.fetchone() == ("12345ms", plan, "off")
         async with (await app.db.async_pool()).connection() as conn:
             cur = await conn.execute("SELECT current_setting('statement_timeout')")
             assert await cur.fetchone() == ("12345ms",)
