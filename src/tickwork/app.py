@@ -60,11 +60,11 @@ from tickwork.queue.enqueue import (
     InsertPlan,
     JobSpec,
     async_connection,
+    callers_transaction,
     check_priority,
     check_queue,
     encode_args,
     insert_plan,
-    sync_connection,
     unregistered_row,
 )
 from tickwork.queue.options import TaskOptions, task_options
@@ -460,7 +460,8 @@ class App:
 
         def run() -> Row:
             if conn is not None:
-                return _insert_sync(store, sync_connection(conn), plan)
+                with callers_transaction(conn) as joined:
+                    return _insert_sync(store, joined, plan)
             # jobs holding the batch's unique keys are locked in input order: another batch
             # with the same keys in another order can deadlock with this one
             return retrying_deadlocks(alone, operation=_operation(plan))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -268,6 +269,25 @@ def sync_connection(conn: Any) -> psycopg.Connection[Any]:
         conn,
         "must be a psycopg Connection, a SQLAlchemy Session/Connection or a Django connection",
     )
+
+
+@contextmanager
+def callers_transaction(conn: Any) -> Iterator[psycopg.Connection[Any]]:
+    """:func:`sync_connection`, for a statement run in the caller's transaction. When it fails
+    on Django's connection inside ``atomic()``, the transaction is marked for rollback, as
+    Django marks it when one of its own writes fails: Django's next query in the block is
+    refused naming the cause, and the block rolls back instead of committing."""
+    joined = sync_connection(conn)
+    if not type(conn).__module__.startswith("django."):
+        yield joined
+        return
+    from django.db import transaction
+
+    try:
+        yield joined
+    except psycopg.Error:
+        with transaction.mark_for_rollback_on_error(using=conn.alias):
+            raise
 
 
 async def async_connection(conn: Any) -> psycopg.AsyncConnection[Any]:
