@@ -19,7 +19,7 @@ connection is opened (Django's test runner points it at the test database).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +30,12 @@ from tickwork.errors import ConfigError
 
 KEYS = frozenset({"DATABASE", "SCHEMA", "MIGRATE", "TASKS_MODULE", "SETTINGS"})
 DJANGO_ONLY_OPTIONS = frozenset(
-    {"isolation_level", "server_side_binding", "assume_role", "pool", "cursor_factory", "context"}
+    {"isolation_level", "server_side_binding", "assume_role", "pool"}
+    | {"prepare_threshold", "cursor_factory", "context", "autocommit", "row_factory"}
 )
-"""Keys of a database's ``OPTIONS`` that Django reads itself; the others are libpq's."""
+"""Keys of a database's ``OPTIONS`` that are not libpq's: those Django reads itself, and the
+arguments of psycopg's ``connect()`` Django passes on (``prepare_threshold`` for a pooler);
+in a connection string libpq refuses them. The others are libpq's."""
 
 _lock = threading.Lock()
 _app: App | None = None
@@ -100,7 +103,11 @@ def url_of(alias: str) -> str:
     """The libpq URL of Django's database ``alias``, from its settings now."""
     from django.db import connections
 
-    given = connections[alias].settings_dict
+    return conninfo_of(connections[alias].settings_dict)
+
+
+def conninfo_of(given: Mapping[str, Any]) -> str:
+    """The libpq URL of a database of ``DATABASES`` (a test database clone's too)."""
     params: dict[str, Any] = {
         "dbname": given.get("NAME") or None,
         "user": given.get("USER") or None,
