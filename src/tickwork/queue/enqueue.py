@@ -27,6 +27,7 @@ from tickwork.config import (
     MIN_PRIORITY,
     QUEUE_NAME,
 )
+from tickwork.db.driver_errors import DriverError
 from tickwork.db.store.jobs import JobRow
 from tickwork.errors import EnqueueError
 from tickwork.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_refusal, too_deep
@@ -285,7 +286,7 @@ def callers_transaction(conn: Any) -> Iterator[psycopg.Connection[Any]]:
 
     try:
         yield joined
-    except psycopg.Error:
+    except DriverError:
         with transaction.mark_for_rollback_on_error(using=conn.alias):
             raise
 
