@@ -5,6 +5,7 @@ Django's tables by ``migrate``."""
 import contextlib
 import io
 import json
+from datetime import UTC, datetime
 
 from django.core.exceptions import SynchronousOnlyOperation
 from django.core.management import CommandError, call_command
@@ -13,7 +14,7 @@ from django.db.transaction import TransactionManagementError
 from django.test import TestCase, TransactionTestCase
 
 from tickwork.contrib.django import app
-from tickwork.errors import TickworkError
+from tickwork.errors import EnqueueError, TickworkError
 from tickwork.testing import clean, drain, eager
 
 from .models import Order
@@ -93,6 +94,20 @@ class EnqueueInTheRequestTransaction(TestCase):
             with self.assertRaises(TransactionManagementError):
                 Order.objects.count()
         self.assertFalse(Order.objects.exists())  # the block was rolled back, not committed
+
+    def test_run_at_is_stored_and_read_back_as_the_same_instant(self) -> None:
+        at = datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)
+        job = send_receipt.configure(run_at=at).defer(order_id=9)
+        self.assertEqual(job.run_at, at)  # whatever TIME_ZONE and USE_TZ are
+        self.assertIsNotNone(job.created_at.tzinfo)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT run_at = %s::timestamptz FROM {SCHEMA}.jobs WHERE id = %s",
+                [at.isoformat(), job.id],
+            )
+            self.assertEqual(cursor.fetchone(), (True,))
+        with self.assertRaisesMessage(EnqueueError, "must be time-zone aware"):
+            send_receipt.configure(run_at=datetime(2031, 1, 2)).defer(order_id=9)
 
     def test_the_schema_is_migrated_beside_djangos_tables(self) -> None:
         with connection.cursor() as cursor:
