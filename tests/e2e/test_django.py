@@ -171,6 +171,7 @@ BAD_SETTINGS = [
         "TICKWORK = {'DATABASE': 'lite'}",
         "TICKWORK['DATABASE'] ('lite') must be a PostgreSQL database",
     ),
+    ("TICKWORK = {'SCHEMA': 'public'}", "TICKWORK['SCHEMA'] ('public') holds Django's own"),
     (
         "TICKWORK = {'SETTINGS': {'worker': {'concurency': 4}}}",
         "worker.concurency (4): Extra inputs are not permitted",

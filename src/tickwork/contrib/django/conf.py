@@ -4,7 +4,8 @@
 
 - ``DATABASE`` (``"default"``): the alias in ``DATABASES`` whose database holds tickwork's
   schema, and whose connection a ``defer()`` or ``emit()`` without ``conn`` joins;
-- ``SCHEMA`` (``"tickwork"``): tickwork's schema in that database, beside Django's tables;
+- ``SCHEMA`` (``"tickwork"``): tickwork's schema in that database, beside Django's tables
+  (not ``public``, where Django's are);
 - ``MIGRATE`` (``True``): ``manage.py migrate`` of that database also migrates tickwork's
   schema (after Django's own migrations, never as one of them);
 - ``TASKS_MODULE`` (``"tasks"``): the module of each installed app imported at start, where
@@ -36,6 +37,10 @@ DJANGO_ONLY_OPTIONS = frozenset(
 """Keys of a database's ``OPTIONS`` that are not libpq's: those Django reads itself, and the
 arguments of psycopg's ``connect()`` Django passes on (``prepare_threshold`` for a pooler);
 in a connection string libpq refuses them. The others are libpq's."""
+
+DJANGOS_SCHEMAS = frozenset({"public"})
+"""Where Django's tables are (the first schema of PostgreSQL's default search path): never
+tickwork's schema, which a test run empties whole and marks as its own."""
 
 _lock = threading.Lock()
 _app: App | None = None
@@ -88,6 +93,11 @@ def config() -> Config:
         raise ConfigError(
             f"TICKWORK['DATABASE'] ({found.database!r}) must be a PostgreSQL database,"
             f" not {engine!r}"
+        )
+    if found.schema in DJANGOS_SCHEMAS:
+        raise ConfigError(
+            f"TICKWORK['SCHEMA'] ({found.schema!r}) holds Django's own tables: tickwork's"
+            " schema must be one of its own (tests empty every table in it)"
         )
     settings_given = dict(found.settings or {})
     for reserved in ("database_url", "schema", "schema_name"):
