@@ -369,3 +369,35 @@ def test_a_worker_with_persistent_connections_keeps_one_per_thread_and_stops_on_
         output, _ = worker.communicate(timeout=HANG_GUARD)
     assert worker.returncode == 0, output
     assert orm_connections() == 0, output
+
+
+LEFT_OPEN_TESTS = """
+import asyncio
+import threading
+
+from django.test import TransactionTestCase
+
+from shop.tasks import send_receipt
+from tickwork.contrib.django import app
+
+
+class LeavesTickworkOpenInOtherThreads(TransactionTestCase):
+    def test_a_pool_in_a_loop_still_running_in_another_thread(self) -> None:
+        loop = asyncio.new_event_loop()
+        threading.Thread(target=loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(send_receipt.defer_async(order_id=1), loop).result()
+
+    def test_the_sync_pool_used_from_another_thread(self) -> None:
+        used = threading.Thread(target=lambda: app.get_job(send_receipt.defer(order_id=2).id))
+        used.start()
+        used.join()
+"""
+
+
+def test_the_test_database_is_dropped_though_tests_left_tickwork_open_in_other_threads(
+    project_env: dict[str, str], test_databases: str, tmp_path: Path
+) -> None:
+    env = with_settings(project_env, tmp_path, "", left_open_tests=LEFT_OPEN_TESTS)
+    ran = manage(env, "test", "--noinput", "left_open_tests")
+    assert ran.returncode == 0 and "\nOK" in ran.stderr, ran.stderr[-4000:]
+    assert databases_named(project_env["DATABASE_URL"], test_databases) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import threading
 
 import psycopg
 from psycopg.conninfo import make_conninfo
@@ -42,3 +43,27 @@ def test_each_ended_loops_pool_is_closed_when_the_next_loop_opens_one_and_at_clo
     finally:
         app.close()
     assert opened(database_url, name) == 0
+
+
+def test_close_closes_the_pool_of_a_loop_still_running_in_another_thread(
+    database_url: str, schema: str
+) -> None:
+    name = f"tw_loops_{secrets.token_hex(4)}"
+    app = App(database_url=make_conninfo(database_url, application_name=name), schema=schema)
+
+    @app.task
+    def noop() -> None:
+        pass
+
+    loop = asyncio.new_event_loop()
+    running = threading.Thread(target=loop.run_forever)
+    running.start()
+    try:
+        asyncio.run_coroutine_threadsafe(noop.defer_async(), loop).result()
+        assert opened(database_url, name) > 0
+        app.close()  # from this thread, while that loop runs on
+        assert opened(database_url, name) == 0
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        running.join()
+        loop.close()

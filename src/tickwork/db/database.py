@@ -45,6 +45,9 @@ no close) is noticed within about 11 s of silence, or 15 s of unacknowledged wri
 of the operating system's minutes."""
 POOL_TIMEOUT = 30.0
 """Seconds a caller waits for a pooled connection (psycopg_pool's default)."""
+CLOSE_OTHER_LOOP_TIMEOUT = 10.0
+"""Seconds :meth:`Database.close` waits for an event loop running in another thread to close
+its pool: a loop blocked by sync code would otherwise hang the close for ever."""
 POOL_RECONNECT_TIMEOUT = 4.0
 """Seconds a pool retries (with backoff) to replace a lost connection before it gives up and
 lets the next request start a fresh attempt. Without this bound the backoff doubles for
@@ -257,13 +260,41 @@ class Database:
         )
 
     def close(self) -> None:
-        """Close the sync pool, and the async pools of event loops that have ended (a
-        running loop's closes with :meth:`aclose`)."""
+        """Close the sync pool, the async pools of event loops that have ended, and those of
+        loops running in other threads (in their loop; the calling thread's own running
+        loop's closes with :meth:`aclose`)."""
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
         self._forget_ended_loops()
+        self._close_other_threads_pools()
+
+    def _close_other_threads_pools(self) -> None:
+        """Close the async pools of loops running in other threads (a test run's thread that
+        was left running, whose connections would keep Django's test database from being
+        dropped), each in its own loop; a loop too busy to close it within
+        :data:`CLOSE_OTHER_LOOP_TIMEOUT` keeps it."""
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop in list(self._async_pools):
+            if loop is current or not loop.is_running():
+                continue
+            closing = asyncio.run_coroutine_threadsafe(self._close_pool_of(loop), loop)
+            try:
+                closing.result(timeout=CLOSE_OTHER_LOOP_TIMEOUT)
+            except TimeoutError:
+                closing.cancel()
+                log.warning("an async pool left open: its event loop is busy in another thread")
+
+    async def _close_pool_of(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._opening.pop(loop, None)
+        self._loop_connections.pop(loop, None)
+        pool = self._async_pools.pop(loop, None)
+        if pool is not None:
+            await pool.close()
 
     def _forget_ended_loops(self) -> None:
         """Forget the async pools of event loops that have ended without closing them
@@ -284,9 +315,4 @@ class Database:
 
     async def close_async_pool(self) -> None:
         """Close the async pool of the running loop (if it has one)."""
-        loop = asyncio.get_running_loop()
-        self._opening.pop(loop, None)
-        self._loop_connections.pop(loop, None)
-        pool = self._async_pools.pop(loop, None)
-        if pool is not None:
-            await pool.close()
+        await self._close_pool_of(asyncio.get_running_loop())
