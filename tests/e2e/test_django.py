@@ -401,3 +401,22 @@ def test_the_test_database_is_dropped_though_tests_left_tickwork_open_in_other_t
     ran = manage(env, "test", "--noinput", "left_open_tests")
     assert ran.returncode == 0 and "\nOK" in ran.stderr, ran.stderr[-4000:]
     assert databases_named(project_env["DATABASE_URL"], test_databases) == []
+
+
+def test_the_databases_password_is_in_no_message_when_it_cannot_be_reached(
+    project_env: dict[str, str], tmp_path: Path
+) -> None:
+    password = "pw-" + secrets.token_hex(6) + " 'q\\\\"
+    env = with_settings(
+        project_env,
+        tmp_path,
+        f"DATABASES['default']['PASSWORD'] = {password!r}\n"
+        "DATABASES['default']['HOST'] = '127.0.0.1'\n"
+        "DATABASES['default']['PORT'] = '1'  # nothing listens there",
+    )
+    for args in (["tickwork_migrate"], ["tickwork", "doctor"], ["tickwork_worker"]):
+        ran = manage(env, *args)
+        output = ran.stdout + ran.stderr
+        assert ran.returncode != 0 and "port 1 failed" in output, (args, output[-2000:])
+        assert password.split()[0] not in output, (args, output[-2000:])
+        assert "Traceback" not in output, (args, output[-2000:])

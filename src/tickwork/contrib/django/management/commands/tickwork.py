@@ -52,7 +52,8 @@ def from_code(args: Sequence[str]) -> None:
     code (the command has printed why)."""
     code = run_cli(args)
     if code:
-        raise CommandError(f"tickwork {' '.join(args[:1])} exited with {code}", returncode=code)
+        command = " ".join(["tickwork", *args[:1]])
+        raise CommandError(f"{command} exited with {code}", returncode=code)
 
 
 def without_django_options(args: Sequence[str]) -> list[str]:
