@@ -420,3 +420,43 @@ def test_the_databases_password_is_in_no_message_when_it_cannot_be_reached(
         assert ran.returncode != 0 and "port 1 failed" in output, (args, output[-2000:])
         assert password.split()[0] not in output, (args, output[-2000:])
         assert "Traceback" not in output, (args, output[-2000:])
+
+
+TWO_DATABASES_TESTS = """
+from django.db import connections, transaction
+from django.test import TransactionTestCase
+
+from shop.tasks import send_receipt
+from tickwork.contrib.django import app
+from tickwork.testing import clean
+
+
+class JobsInTheirOwnDatabase(TransactionTestCase):
+    databases = {"default", "jobs"}
+
+    def setUp(self) -> None:
+        clean(app)
+
+    def test_defer_joins_the_jobs_databases_transaction(self) -> None:
+        with transaction.atomic(using="jobs"):
+            job = send_receipt.defer(order_id=1)
+        self.assertEqual(app.get_job(job.id).state, "PENDING")
+        with connections["jobs"].cursor() as cursor, app.db.connect() as own:
+            cursor.execute("SELECT current_database()")
+            # the jobs alias's test database, tickwork's own connections' too
+            self.assertEqual(cursor.fetchone()[0], own.info.dbname)
+            self.assertTrue(own.info.dbname.startswith("test_"))
+"""
+
+
+def test_a_sqlite_default_database_with_tickwork_in_a_postgresql_alias(
+    project_env: dict[str, str], test_databases: str, tmp_path: Path
+) -> None:
+    body = (
+        f"DATABASES = {{'default': {{'ENGINE': 'django.db.backends.sqlite3',"
+        f" 'NAME': {str(tmp_path / 'default.sqlite3')!r}}}, 'jobs': DATABASES['default']}}\n"
+        "TICKWORK = {**TICKWORK, 'DATABASE': 'jobs'}"
+    )
+    env = with_settings(project_env, tmp_path, body, two_databases_tests=TWO_DATABASES_TESTS)
+    ran = manage(env, "test", "--noinput", "two_databases_tests")
+    assert ran.returncode == 0 and "\nOK" in ran.stderr, ran.stderr[-4000:]
