@@ -95,6 +95,13 @@ class EnqueueInTheRequestTransaction(TestCase):
                 Order.objects.count()
         self.assertFalse(Order.objects.exists())  # the block was rolled back, not committed
 
+    def test_a_defer_in_a_block_marked_for_rollback_is_refused_as_a_query_is(self) -> None:
+        with transaction.atomic():
+            transaction.set_rollback(True)
+            with self.assertRaises(TransactionManagementError):
+                send_receipt.defer(order_id=4)
+        self.assertEqual(jobs_of(send_receipt.name), [])
+
     def test_run_at_is_stored_and_read_back_as_the_same_instant(self) -> None:
         at = datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)
         job = send_receipt.configure(run_at=at).defer(order_id=9)

@@ -274,16 +274,19 @@ def sync_connection(conn: Any) -> psycopg.Connection[Any]:
 
 @contextmanager
 def callers_transaction(conn: Any) -> Iterator[psycopg.Connection[Any]]:
-    """:func:`sync_connection`, for a statement run in the caller's transaction. When it fails
-    on Django's connection inside ``atomic()``, the transaction is marked for rollback, as
-    Django marks it when one of its own writes fails: Django's next query in the block is
-    refused naming the cause, and the block rolls back instead of committing."""
+    """:func:`sync_connection`, for a statement run in the caller's transaction. On Django's
+    connection it is a query as Django's own are: refused in an ``atomic()`` block already
+    marked for rollback (``TransactionManagementError``), and when it fails inside
+    ``atomic()`` the transaction is marked for rollback, as Django marks it when one of its
+    own writes fails: Django's next query in the block is refused naming the cause, and the
+    block rolls back instead of committing."""
     joined = sync_connection(conn)
     if not type(conn).__module__.startswith("django."):
         yield joined
         return
     from django.db import transaction
 
+    conn.validate_no_broken_transaction()
     try:
         yield joined
     except DriverError:
