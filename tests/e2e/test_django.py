@@ -460,3 +460,64 @@ def test_a_sqlite_default_database_with_tickwork_in_a_postgresql_alias(
     env = with_settings(project_env, tmp_path, body, two_databases_tests=TWO_DATABASES_TESTS)
     ran = manage(env, "test", "--noinput", "two_databases_tests")
     assert ran.returncode == 0 and "\nOK" in ran.stderr, ran.stderr[-4000:]
+
+
+PYTEST_DJANGO_CONFTEST = """
+import pytest
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    yield
+    from tickwork.contrib.django import app
+
+    app.close()  # its connections, before pytest-django drops the test database
+"""
+
+PYTEST_DJANGO_TESTS = """
+import pytest
+from django.db import transaction
+
+from shop.tasks import send_receipt
+from tickwork.contrib.django import app
+from tickwork.testing import clean, drain
+
+
+@pytest.mark.django_db(transaction=True)
+def test_drain_runs_a_committed_job() -> None:
+    clean(app)  # the schema of pytest-django's test database is marked as made for tests
+    job = send_receipt.defer(order_id=1)
+    [outcome] = drain(app)
+    assert outcome.job_id == job.id
+
+
+@pytest.mark.django_db
+def test_a_job_deferred_in_the_tests_transaction() -> None:
+    with transaction.atomic():
+        send_receipt.defer(order_id=2)
+"""
+
+
+def test_pytest_django_runs_jobs_and_drops_its_test_database(
+    project_env: dict[str, str], test_databases: str, tmp_path: Path
+) -> None:
+    pytest.importorskip("pytest_django", reason="pip install pytest-django")
+    (tmp_path / "conftest.py").write_text(PYTEST_DJANGO_CONFTEST)
+    (tmp_path / "test_with_pytest_django.py").write_text(PYTEST_DJANGO_TESTS)
+    env = project_env | {
+        "PYTHONPATH": str(PROJECT),
+        "DJANGO_SETTINGS_MODULE": "site_config.settings",
+    }
+    plugins = ["-p", "pytest_django", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", *plugins, "-p", "no:asyncio", "-q"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        check=False,
+    )
+    assert ran.returncode == 0 and "2 passed" in ran.stdout, ran.stdout[-4000:] + ran.stderr
+    assert "Error when trying to teardown test databases" not in ran.stdout, ran.stdout[-4000:]
+    assert databases_named(project_env["DATABASE_URL"], test_databases) == []
