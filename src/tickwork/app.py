@@ -128,6 +128,11 @@ class App:
         """Wraps each sync handler registered after it is set, as a worker calls it (Django's
         integration closes the thread's stale connections around each job, as Django does
         around a request); calling the task inline is not wrapped."""
+        self.wrap_async_handler: (
+            Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]] | None
+        ) = None
+        """:attr:`wrap_sync_handler` for async handlers (Django's integration closes the
+        stale connections of the thread Django's async ORM runs in)."""
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
         self.reactors = Reactors()

@@ -318,7 +318,63 @@ def count_orders() -> int:
 @app.task(queue="orm", max_attempts=1)
 def explode() -> None:
     raise RuntimeError("exploded on purpose")
+
+
+@app.task(queue="orm", max_attempts=1)
+async def count_orders_async() -> int:
+    return await Order.objects.acount()  # in sync_to_async's thread, on its connection
 """
+
+
+def count_orm_connections(url: str, *, terminate: bool = False) -> int:
+    """Django's connections in a worker's threads (they ran the count of orders); with
+    ``terminate``, ended by the server, as a failover or an idle timeout ends them."""
+    ending = "pg_terminate_backend(pid)" if terminate else "pid"
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            f"SELECT count({ending}) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query LIKE '%shop_order%' AND pid <> pg_backend_pid()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def orm_worker(env: dict[str, str], tmp_path: Path, settings: str) -> subprocess.Popen[str]:
+    """``manage.py tickwork_worker`` of the queue ``orm``, whose tasks use the ORM."""
+    (tmp_path / "orm_jobs").mkdir()
+    (tmp_path / "orm_jobs" / "__init__.py").write_text("")
+    (tmp_path / "orm_jobs" / "tasks.py").write_text(WORKER_TASKS)
+    body = f"INSTALLED_APPS = [*INSTALLED_APPS, 'orm_jobs']\n{settings}"
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "tickwork_worker", "--queues", "orm"],
+        cwd=PROJECT,
+        env=with_settings(env, tmp_path, body),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_an_async_tasks_orm_connection_is_closed_after_each_job_as_a_sync_tasks_is(
+    project_env: dict[str, str], own_database: str, tmp_path: Path
+) -> None:
+    env = project_env | {"DATABASE_URL": own_database}
+    assert manage(env, "migrate", "--noinput").returncode == 0
+    worker = orm_worker(env, tmp_path, "")  # CONN_MAX_AGE 0: closed after each job
+    app = App(database_url=own_database, schema="tickwork")
+    spec = {"task": "orm_jobs.tasks.count_orders_async", "queue": "orm", "max_attempts": 1}
+    try:
+        [first] = app.enqueue_many([spec], any_task=True)
+        assert app.wait(first, timeout=HANG_GUARD).state == "SUCCEEDED"
+        # closed after the job, so one the server ends meanwhile fails no later job
+        assert count_orm_connections(own_database, terminate=True) == 0
+        [second] = app.enqueue_many([spec], any_task=True)
+        done = app.wait(second, timeout=HANG_GUARD)
+        assert done.state == "SUCCEEDED", done.error
+    finally:
+        app.close()
+        worker.send_signal(signal.SIGTERM)
+        output, _ = worker.communicate(timeout=HANG_GUARD)
+    assert worker.returncode == 0, output
 
 
 def test_a_worker_with_persistent_connections_keeps_one_per_thread_and_stops_on_sigterm(
@@ -326,34 +382,17 @@ def test_a_worker_with_persistent_connections_keeps_one_per_thread_and_stops_on_
 ) -> None:
     env = project_env | {"DATABASE_URL": own_database}
     assert manage(env, "migrate", "--noinput").returncode == 0
-    (tmp_path / "orm_jobs").mkdir()
-    (tmp_path / "orm_jobs" / "__init__.py").write_text("")
-    (tmp_path / "orm_jobs" / "tasks.py").write_text(WORKER_TASKS)
-    env = with_settings(
+    worker = orm_worker(
         env,
         tmp_path,
-        "INSTALLED_APPS = [*INSTALLED_APPS, 'orm_jobs']\n"
         "DATABASES['default']['CONN_MAX_AGE'] = 600\n"
         "DATABASES['default']['CONN_HEALTH_CHECKS'] = True\n"
         "TICKWORK = {**TICKWORK, 'SETTINGS': {'worker': {'concurrency': 8}}}",
     )
 
-    def orm_connections() -> int:  # Django's, in the worker's threads: they ran the count
-        with psycopg.connect(own_database, autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND query LIKE '%shop_order%' AND pid <> pg_backend_pid()"
-            ).fetchone()
-        return int(row[0]) if row else 0
+    def orm_connections() -> int:
+        return count_orm_connections(own_database)
 
-    worker = subprocess.Popen(
-        [sys.executable, "manage.py", "tickwork_worker", "--queues", "orm"],
-        cwd=PROJECT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
     app = App(database_url=own_database, schema="tickwork")
     try:
         specs = [{"task": "orm_jobs.tasks.count_orders", "queue": "orm"}] * 200

@@ -20,7 +20,7 @@ connection is opened (Django's test runner points it at the test database).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,6 +149,28 @@ def closing_connections(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def closing_connections_async(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """:func:`closing_connections` for an async handler: the stale connections closed are
+    those of the thread Django's async ORM runs its queries in (``sync_to_async``'s), where
+    a connection the server dropped would otherwise fail every later job."""
+    import functools
+
+    from asgiref.sync import sync_to_async
+    from django.db import close_old_connections
+
+    close = sync_to_async(close_old_connections)  # thread-sensitive: the ORM's own thread
+
+    @functools.wraps(fn)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        await close()
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            await close()
+
+    return run
+
+
 def get_app() -> App:
     """The project's App: made once, from ``TICKWORK`` and ``DATABASES``."""
     global _app
@@ -166,4 +188,5 @@ def _make_app(found: Config) -> App:
     app.db.url_source = lambda: url_of(alias)
     app.db.joined = lambda: connections[alias]
     app.wrap_sync_handler = closing_connections
+    app.wrap_async_handler = closing_connections_async
     return app
