@@ -163,6 +163,13 @@ class RunJobsInTheTest(TransactionTestCase):
             self.assertEqual(outcomes, [])
         self.assertEqual(jobs_of(send_receipt.name), [])
 
+    async def test_eager_in_async_code(self) -> None:
+        with eager(app) as outcomes:
+            order = await Order.objects.acreate(email="g@example.com", total_cents=3)
+            job = await send_receipt.defer_async(order_id=order.id)
+            self.assertEqual([o.job_id for o in outcomes], [job.id])  # ran before it returned
+        self.assertTrue((await Order.objects.aget(id=order.id)).receipt_sent)
+
     def test_the_cli_reads_the_projects_database(self) -> None:
         job = send_receipt.defer(order_id=42)
         out = io.StringIO()
