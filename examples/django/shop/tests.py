@@ -95,6 +95,14 @@ class EnqueueInTheRequestTransaction(TestCase):
                 Order.objects.count()
         self.assertFalse(Order.objects.exists())  # the block was rolled back, not committed
 
+    def test_a_defer_refused_before_the_database_leaves_the_transaction_usable(self) -> None:
+        with transaction.atomic():
+            with self.assertRaisesMessage(EnqueueError, "args.order_id"):
+                send_receipt.defer(order_id={1, 2})  # not JSON: refused before any SQL
+            self.assertFalse(connection.needs_rollback)
+            Order.objects.create(email="h@example.com", total_cents=1)
+        self.assertTrue(Order.objects.exists())
+
     def test_a_defer_in_a_block_marked_for_rollback_is_refused_as_a_query_is(self) -> None:
         with transaction.atomic():
             transaction.set_rollback(True)
