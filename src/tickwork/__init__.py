@@ -1,5 +1,7 @@
 """tickwork: PostgreSQL-native background work for Python."""
 
+import importlib.metadata
+
 from tickwork.app import App
 from tickwork.config import Settings, WorkerSettings, load_settings
 from tickwork.errors import (
@@ -31,6 +33,14 @@ from tickwork.types import (
 from tickwork.worker.attempt import Outcome
 from tickwork.worker.context import JobContext
 from tickwork.worker.worker import RunOnceResult, Worker
+
+try:
+    __version__: str = importlib.metadata.version("tickwork")
+    """The installed distribution's version: from the release's git tag (setuptools-scm)."""
+except (
+    importlib.metadata.PackageNotFoundError
+):  # imported from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "App",
@@ -64,5 +74,6 @@ __all__ = [
     "WaitTimeout",
     "Worker",
     "WorkerSettings",
+    "__version__",
     "load_settings",
 ]

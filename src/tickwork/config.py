@@ -136,16 +136,24 @@ def default_data_dir() -> Path:
 class WorkerSettings(BaseModel):
     """How a worker process claims and runs jobs."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     queues: list[str] = Field(default_factory=lambda: [DEFAULT_QUEUE])
+    """The queues a worker claims from."""
     concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1, le=10_000)
+    """Most jobs a worker runs at once (sync handlers: the size of its thread pool)."""
     poll_interval: float = seconds(DEFAULT_POLL_INTERVAL)
+    """Seconds between claims when no notification wakes the worker."""
     lease_ttl: float = seconds(DEFAULT_LEASE_TTL)
+    """Seconds an attempt's lease lasts unless renewed: a crashed worker's jobs wait this long."""
     lease_renew_interval: float = seconds(DEFAULT_LEASE_RENEW_INTERVAL)
+    """Seconds between lease renewals (one statement for all the worker's attempts)."""
     watchdog_interval: float = seconds(DEFAULT_WATCHDOG_INTERVAL)
+    """Seconds between the watchdog's passes over expired leases."""
     watchdog_batch: int = Field(DEFAULT_WATCHDOG_BATCH, ge=1)
+    """Expired attempts the watchdog reclaims per statement."""
     shutdown_grace: float = seconds(DEFAULT_SHUTDOWN_GRACE, zero=True)
+    """Seconds in-flight attempts may finish after SIGTERM before they are handed back."""
     metrics_interval: float = seconds(DEFAULT_METRICS_INTERVAL, zero=True)
     """Seconds between the process's CPU and memory samples (worker_metrics); 0: none."""
 
@@ -169,10 +177,12 @@ class WorkerSettings(BaseModel):
 class LeaseSettings(BaseModel):
     """Leader leases: how often each process competes, and how long a win lasts."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     heartbeat: float = seconds(DEFAULT_LEASE_HEARTBEAT)
+    """Seconds between a process's lease heartbeats (one statement for all its roles)."""
     ttl: float = seconds(DEFAULT_LEADER_LEASE_TTL)
+    """Seconds a won lease lasts without a heartbeat; must exceed the heartbeat."""
 
     @model_validator(mode="after")
     def _check(self) -> LeaseSettings:
@@ -187,21 +197,27 @@ class LeaseSettings(BaseModel):
 class SchedulerSettings(BaseModel):
     """The scheduler tick (run by every worker process; the SCHEDULER lease holder ticks)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     enabled: bool = True
+    """Whether this process's scheduler ticks (turns due fire times into jobs)."""
     interval: float = seconds(DEFAULT_SCHEDULER_INTERVAL)
+    """Seconds between the scheduler's ticks."""
 
 
 class RetentionSettings(BaseModel):
     """How long finished jobs are kept before workers delete them (with their executions)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     enabled: bool = True
+    """Whether this process runs retention passes."""
     finished_after: float = seconds(DEFAULT_FINISHED_RETENTION)
+    """Seconds SUCCEEDED and CANCELLED jobs are kept after they finish: 1 day."""
     dead_letter_after: float = seconds(DEFAULT_DEAD_LETTER_RETENTION)
+    """Seconds DEAD_LETTER jobs are kept: 7 days."""
     interval: float = seconds(DEFAULT_RETENTION_INTERVAL)
+    """Seconds between retention passes."""
     activity_after: float = seconds(DEFAULT_ACTIVITY_RETENTION)
     """How long a definition's activity buckets (its charts) are kept: 30 days."""
     worker_metrics_after: float = seconds(DEFAULT_WORKER_METRICS_RETENTION)
@@ -212,6 +228,7 @@ class RetentionSettings(BaseModel):
     audit_after: float = seconds(DEFAULT_AUDIT_RETENTION)
     """How long audit events are kept: 365 days."""
     batch: int = Field(DEFAULT_RETENTION_BATCH, ge=1)
+    """Jobs deleted per statement."""
     vacuum: Literal["auto", "always", "never"] = "auto"
     """After deleting, VACUUM the job tables: "auto" only when the server's autovacuum is
     off (every update of a job leaves a dead row that only vacuum reclaims)."""
@@ -220,19 +237,26 @@ class RetentionSettings(BaseModel):
 class AuthSettings(BaseModel):
     """Logins, tokens and the first administrator."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     jwt_secret: SecretStr | None = None
     """Signing key of access tokens; when unset one is generated once and stored."""
     issuer: str = Field(DEFAULT_JWT_ISSUER, min_length=1)
+    """The ``iss`` claim of access tokens."""
     audience: str = Field(DEFAULT_JWT_AUDIENCE, min_length=1)
+    """The ``aud`` claim of access tokens."""
     access_token_ttl: float = Field(DEFAULT_ACCESS_TOKEN_TTL, gt=0, le=MAX_ACCESS_TOKEN_TTL)
+    """Seconds an access token is valid (at most 15 minutes)."""
     refresh_token_ttl: float = seconds(DEFAULT_REFRESH_TOKEN_TTL)
+    """Seconds a login lasts without use of its refresh token: 30 days."""
     invite_ttl: float = seconds(DEFAULT_INVITE_TTL)
+    """Seconds an invite may be accepted: 7 days."""
     login_window: float = seconds(DEFAULT_LOGIN_WINDOW)
     """Seconds over which failed logins are counted for throttling."""
     login_max_per_account: int = Field(DEFAULT_LOGIN_MAX_PER_ACCOUNT, ge=1)
+    """Failed logins of one account within the window before it is throttled (429)."""
     login_max_per_address: int = Field(DEFAULT_LOGIN_MAX_PER_ADDRESS, ge=1)
+    """Failed logins from one client address within the window before it is throttled."""
     admin_email: str | None = None
     """The first administrator, created at first start when no user exists."""
     admin_password: SecretStr | None = None
@@ -249,10 +273,12 @@ class AuthSettings(BaseModel):
 class ApiSettings(BaseModel):
     """Where ``tickwork serve`` listens."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     host: str = DEFAULT_API_HOST
+    """The address ``tickwork serve`` listens on."""
     port: int = Field(DEFAULT_API_PORT, ge=0, le=65535)
+    """The port ``tickwork serve`` listens on (0: any free one, printed at start)."""
     public_url: str | None = None
     """The address users open (printed at start; decides Secure cookies when https)."""
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024, le=1024**3)
@@ -286,7 +312,7 @@ class ApiSettings(BaseModel):
 class McpSettings(BaseModel):
     """The MCP endpoint (``/mcp``) that assistants call with a person's API token."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     allowed_hosts: list[str] = Field(
         default_factory=lambda: ["127.0.0.1:*", "localhost:*", "[::1]:*"]
@@ -310,7 +336,7 @@ class McpSettings(BaseModel):
 class ReactorSettings(BaseModel):
     """One reactor's subtree: the framework's keys, plus any keys the reactor owns."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
     enabled: bool = False
     """Silence never enables behaviour: a reactor nobody configured does nothing."""
@@ -331,16 +357,20 @@ class ReactorSettings(BaseModel):
 class SignalProcessorSettings(BaseModel):
     """The signal processor (run by the SIGNAL_MASTER lease holder)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     enabled: bool = True
+    """Whether the signal processor runs (emitted signals wait while it is off)."""
     poll_interval: float = seconds(DEFAULT_SIGNAL_POLL_INTERVAL)
+    """Seconds between the processor's claims of ready signals."""
     batch_size: int = Field(DEFAULT_SIGNAL_BATCH, ge=1, le=10_000)
+    """Signals claimed per pass."""
     max_retries: int = Field(DEFAULT_SIGNAL_MAX_RETRIES, ge=0, le=100)
     """Retries of a failing reactor (after its first try) before it is DEAD for a signal."""
     backoff: float = seconds(DEFAULT_SIGNAL_BACKOFF)
     """First retry delay in seconds; doubles per failure up to ``backoff_cap``."""
     backoff_cap: float = seconds(DEFAULT_SIGNAL_BACKOFF_CAP)
+    """The longest retry delay of a failing reactor, in seconds."""
     stuck_after: float = seconds(DEFAULT_SIGNAL_STUCK_AFTER)
     """A signal PROCESSING this long with no retry scheduled was left by a dead processor."""
 
@@ -348,21 +378,26 @@ class SignalProcessorSettings(BaseModel):
 class SignalSettings(BaseModel):
     """Signals and sweeps (``[signals]`` in the config file)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     enabled: bool = True
     """The master switch of processing and sweeps (emitting always works: nothing is lost)."""
     lease: LeaseSettings = Field(default_factory=lambda: LeaseSettings())
+    """The leader leases of the signal processor and the sweeps."""
     processor: SignalProcessorSettings = Field(default_factory=lambda: SignalProcessorSettings())
+    """The signal processor."""
     sweeps_enabled: bool = True
+    """Whether reactors' sweeps run (on their crons)."""
     retention_days: float = Field(
         DEFAULT_SIGNAL_RETENTION_DAYS, gt=0, le=MAX_SECONDS / 86400, allow_inf_nan=False
     )
     """COMPLETED and DEAD signals are purged after this many days."""
     default_debounce: float = seconds(DEFAULT_SIGNAL_DEBOUNCE)
+    """Window in seconds of a signal type with no entry in ``debounce`` (never zero)."""
     debounce: dict[str, float] = Field(default_factory=dict)
     """Window in seconds per signal type; 0 = never squash (every emit counts)."""
     reactors: dict[str, ReactorSettings] = Field(default_factory=dict)
+    """Each reactor's configuration, by its name (``[signals.reactors.NAME]``)."""
 
     @model_validator(mode="after")
     def _check(self) -> SignalSettings:
@@ -404,15 +439,17 @@ RUNTIME_NAMES = ("http", "bash", "python", "node", "groovy")
 class HttpRuntimeSettings(BaseModel):
     """The HTTP runtime: its queue's concurrency and what its calls may reach."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     concurrency: int = Field(20, ge=1, le=200)
+    """HTTP runs at once per process."""
     allow_networks: list[str] = Field(default_factory=list)
     """Networks (CIDR) an HTTP definition may reach although they are private, loopback or
     otherwise refused by the SSRF guard, e.g. ``["10.20.0.0/16"]`` for internal services."""
     max_response_bytes: int = Field(256 * 1024, ge=0, le=16 * 1024 * 1024)
     """The body a run's result keeps (the rest is read and dropped, flagged truncated)."""
     max_redirects: int = Field(5, ge=0, le=20)
+    """Redirects a call follows (each hop checked by the SSRF guard)."""
 
     @model_validator(mode="after")
     def _check(self) -> HttpRuntimeSettings:
@@ -430,12 +467,14 @@ class HttpRuntimeSettings(BaseModel):
 class ScriptRuntimeSettings(BaseModel):
     """The script runtimes: isolation of each script process and its limits."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     concurrency: int = Field(5, ge=1, le=100)
+    """Script runs at once per process, per runtime."""
     uid: int = Field(65532, ge=1)
     """The user scripts run as when the worker runs as root (never root itself)."""
     gid: int = Field(65532, ge=1)
+    """The group scripts run as when the worker runs as root."""
     cpu_seconds: int = Field(600, ge=1)
     """RLIMIT_CPU of a script process (and each of its children)."""
     memory_bytes: int = Field(2 * 1024**3, ge=64 * 1024**2)
@@ -452,9 +491,13 @@ class ScriptRuntimeSettings(BaseModel):
     workdir: Path | None = None
     """Where each run's fresh working directory is made (the system's temp dir if unset)."""
     bash: str = "bash"
+    """The bash interpreter (a name on PATH or a path)."""
     python: str = "/usr/bin/python3"
+    """The Python interpreter of Python scripts."""
     node: str = "node"
+    """The Node.js interpreter of JavaScript (and TypeScript) scripts."""
     groovy: str = "groovy"
+    """The Groovy interpreter."""
     typescript: str = "esbuild"
     """The TypeScript transpiler (esbuild); its output runs on ``node``."""
 
@@ -462,10 +505,12 @@ class ScriptRuntimeSettings(BaseModel):
 class RuntimeSettings(BaseModel):
     """The runtimes of operator-defined HTTP and script jobs (docs/definitions.md)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     http: HttpRuntimeSettings = Field(default_factory=lambda: HttpRuntimeSettings())
+    """The HTTP runtime."""
     scripts: ScriptRuntimeSettings = Field(default_factory=lambda: ScriptRuntimeSettings())
+    """The script runtimes."""
     serve: list[str] | None = None
     """The runtimes ``serve`` runs, each as its own executor: None (the default) every one
     whose interpreter this machine has; ``[]`` none (run them as ``tickwork worker
@@ -489,25 +534,41 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         extra="forbid",
         populate_by_name=True,
+        use_attribute_docstrings=True,  # a field's docstring is its description (reference)
     )
 
     database_url: SecretStr | None = None
+    """The PostgreSQL URL; unset: the embedded server (under ``data_dir``)."""
     schema_name: str = Field(
         DEFAULT_SCHEMA, validation_alias=AliasChoices("schema", "TICKWORK_SCHEMA", "schema_name")
     )
+    """The PostgreSQL schema that holds everything tickwork stores (key ``schema``)."""
     data_dir: Path = Field(default_factory=default_data_dir)
+    """Where the embedded PostgreSQL keeps its data (only without ``database_url``)."""
     pool_min_size: int = Field(DEFAULT_POOL_MIN_SIZE, ge=0)
+    """Connections each pool keeps open."""
     pool_max_size: int = Field(DEFAULT_POOL_MAX_SIZE, ge=1)
+    """Connections each pool opens at most."""
     connect_timeout: float = seconds(DEFAULT_CONNECT_TIMEOUT)
+    """Seconds to wait for a new database connection."""
     worker: WorkerSettings = Field(default_factory=lambda: WorkerSettings())
+    """Workers: claiming and running jobs."""
     retention: RetentionSettings = Field(default_factory=lambda: RetentionSettings())
+    """Retention of finished jobs and history."""
     leases: LeaseSettings = Field(default_factory=lambda: LeaseSettings())
+    """The leader leases of the scheduler and retention."""
     scheduler: SchedulerSettings = Field(default_factory=lambda: SchedulerSettings())
+    """The scheduler."""
     auth: AuthSettings = Field(default_factory=lambda: AuthSettings())
+    """Logins, tokens and the first administrator."""
     api: ApiSettings = Field(default_factory=lambda: ApiSettings())
+    """The API of ``tickwork serve``."""
     signals: SignalSettings = Field(default_factory=lambda: SignalSettings())
+    """Signals and sweeps."""
     runtimes: RuntimeSettings = Field(default_factory=lambda: RuntimeSettings())
+    """The runtimes of HTTP and script definitions."""
     mcp: McpSettings = Field(default_factory=lambda: McpSettings())
+    """The MCP endpoint."""
     admin_email: str | None = None
     """``TICKWORK_ADMIN_EMAIL``: short for ``auth.admin_email`` (which wins when both are set)."""
     admin_password: SecretStr | None = None

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -62,10 +63,12 @@ def pytest_configure(config: pytest.Config) -> None:
     from tickwork.app import App
 
     url = os.environ.get(TEST_URL)
+    made_dir = None
     if not url:
         from tickwork.db import embedded
 
-        url = embedded.start(Path(tempfile.mkdtemp(prefix="tickwork-test-")) / "pgdata")
+        made_dir = Path(tempfile.mkdtemp(prefix="tickwork-test-"))
+        url = embedded.start(made_dir / "pgdata")
     schema = f"tickwork_test_{os.getpid()}_{secrets.token_hex(3)}"
     app = App(database_url=url, schema=schema)
     held = contextlib.ExitStack()
@@ -73,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
     app.migrate()
     before = {name: os.environ.get(name) for name in ("TICKWORK_DATABASE_URL", "TICKWORK_SCHEMA")}
     os.environ.update(TICKWORK_DATABASE_URL=url, TICKWORK_SCHEMA=schema)
-    _session.update(url=url, schema=schema, app=app, held=held, before=before)
+    _session.update(url=url, schema=schema, app=app, held=held, before=before, made=made_dir)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -86,6 +89,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         else:
             os.environ[name] = value
     _session["held"].close()
+    if _session["made"] is not None:  # the embedded server this session started, and its files
+        from tickwork.db import embedded
+
+        embedded.stop()
+        shutil.rmtree(_session["made"], ignore_errors=True)
     _session.clear()
 
 

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,14 +114,17 @@ def spawner(
 
 @contextlib.contextmanager
 def serving(
-    env: dict[str, str], cwd: Path, *args: str
+    env: dict[str, str],
+    cwd: Path,
+    *args: str,
+    program: Sequence[str] = (sys.executable, "-m", "tickwork"),
 ) -> Iterator[tuple[subprocess.Popen[str], str, str]]:
-    """``python -m tickwork serve ARGS --port <free>`` until it prints its ``roles:`` line
-    (ready): the process, its URL and what it printed up to then. Stopped with SIGTERM at
-    the end (killed if it does not stop)."""
+    """``python -m tickwork serve ARGS --port <free>`` (or ``program serve ...``, another
+    installation's) until it prints its ``roles:`` line (ready): the process, its URL and
+    what it printed up to then. Stopped with SIGTERM at the end (killed if it does not stop)."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "tickwork", "serve", *args, "--port", str(port)],
+        [*program, "serve", *args, "--port", str(port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

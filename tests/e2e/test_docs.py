@@ -1,4 +1,5 @@
-"""The documentation, run: every Python and shell block of README.md and docs/*.md.
+"""The documentation, run: every Python and shell block of README.md and docs/ (with its
+folders: docs/tutorials/*.md).
 
 A reader copies these blocks, so each runs as written, as a test of its own named
 ``page:line`` (the line of its opening fence), in a directory of its own, against the test
@@ -52,13 +53,16 @@ from tickwork.config import Settings, load_settings
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md"))]
+PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/**/*.md"))]
+"""Every page of the site: docs/ and its folders (tutorials/, and reference/, whose generated
+tables hold no blocks)."""
 
 NOT_RUN = {
     "README.md": 3,
     "docs/api.md": 2,
     "docs/benchmarks.md": 3,
     "docs/dashboard.md": 1,
+    "docs/fastapi.md": 1,
     "docs/index.md": 2,
     "docs/definitions.md": 2,
     "docs/deployment.md": 2,
@@ -68,6 +72,7 @@ NOT_RUN = {
     "docs/signals.md": 2,
     "docs/testing.md": 1,
     "docs/tracing.md": 1,
+    "docs/tutorials/cron-job.md": 1,
 }
 """Blocks marked ``<!-- not run: ... -->``, per page: a new marker is a decision made here."""
 

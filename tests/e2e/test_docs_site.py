@@ -26,6 +26,15 @@ def test_the_site_builds_without_a_warning(tmp_path: Path) -> None:
     )
     assert built.returncode == 0, built.stderr
     assert "WARNING" not in built.stderr, built.stderr
-    for page in ("index.html", "mcp/index.html", "testing/index.html", "api/index.html"):
+    for page in (
+        "index.html",
+        "mcp/index.html",
+        "testing/index.html",
+        "api/index.html",
+        "tutorials/first-task/index.html",
+        "reference/configuration/index.html",
+        "reference/cli/index.html",
+        "reference/rest/index.html",
+    ):
         assert (tmp_path / page).exists(), page
     assert "Getting started" in (tmp_path / "index.html").read_text()

@@ -1,6 +1,8 @@
-"""The wheel built from this checkout carries the dashboard (and the SQL), and a ``tickwork
-serve`` running from the wheel's files alone, with no Node.js on its PATH, serves the
-dashboard's page and files."""
+"""The wheel built from a copy of this checkout carries the dashboard (and the SQL), and a
+``tickwork serve`` running from the wheel's files alone, with no Node.js on its PATH, serves
+the dashboard's page and files. The copy has no git metadata, so no tag to take the version
+from: the wheel has setuptools-scm's fallback version. (test_release.py builds a release
+from a git clone.)"""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -46,6 +49,9 @@ def test_the_wheel_serves_the_dashboard_without_node(
     )
     assert built.returncode == 0, built.stderr
     [wheel] = (tmp_path / "dist").glob("tickwork-*.whl")
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    fallback = pyproject["tool"]["setuptools_scm"]["fallback_version"]
+    assert wheel.name == f"tickwork-{fallback}-py3-none-any.whl"
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         archive.extractall(tmp_path / "installed")

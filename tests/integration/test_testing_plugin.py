@@ -4,12 +4,17 @@ plugin on) under a pytest of its own, against the test database."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
 pytest_plugins = ["pytester"]
+
+TEST_URL_VARIABLE = "TICKWORK_TEST_DATABASE_URL"
 
 JOBS = """
 import threading
@@ -237,3 +242,33 @@ def test_a_users_tests_get_a_throwaway_schema_and_drain(
             "SELECT count(*) FROM pg_namespace WHERE nspname = %s", [schema]
         ).fetchone()
     assert left == (0,)  # dropped when the session ended
+
+
+def test_without_a_test_database_the_embedded_server_and_its_files_go_with_the_session(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    for name in (TEST_URL_VARIABLE, "TICKWORK_DATABASE_URL", "TICKWORK_SCHEMA"):
+        monkeypatch.delenv(name, raising=False)
+    # short: the embedded server may put its socket under the temporary directory, and a
+    # socket's path is at most 107 bytes
+    scratch = Path(tempfile.mkdtemp(prefix="twt-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    monkeypatch.setenv("TMPDIR", str(scratch))  # where the session makes its data directory
+    pytester.makeconftest('pytest_plugins = ["tickwork.testing"]\n')
+    pytester.makepyfile(
+        test_one=f"""
+from pathlib import Path
+from tickwork import App
+
+def test_jobs_go_to_the_embedded_server(tickwork_database_url):
+    app = App()
+    Path("made.txt").write_text(str([p for p in Path({str(scratch)!r}).iterdir()]))
+    assert app.db.url == tickwork_database_url
+    app.close()
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "tickwork-test-" in (pytester.path / "made.txt").read_text()  # it was there
+    left = [p.name for p in scratch.iterdir() if p.name.startswith("tickwork-test-")]
+    assert left == []  # and is gone (the server library's own runtime directory may stay)

@@ -33,6 +33,9 @@ async def test_every_path_of_the_app_is_its_page_under_a_strict_policy(api: Api)
         assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
         assert answer.headers["x-content-type-options"] == "nosniff"
         assert b'<div id="root">' in answer.content
+        # served at the root: the app addresses its API and routes from / (one build
+        # serves any mount path: tests/integration/test_fastapi_mount.py)
+        assert b'<meta name="tickwork-base" content="" />' in answer.content
     # the page loads only files this server has, each kept for a year
     page = (await api.client.get("/")).text
     files = re.findall(r'(?:src|href)="(/assets/[^"]+)"', page)

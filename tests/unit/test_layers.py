@@ -57,6 +57,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tickwork.mcp",
             "tickwork.testing",
             "tickwork.contrib",
+            "tickwork.reference",
             "tickwork.__main__",
         ),
     ),

@@ -4,6 +4,18 @@
 
 export type Role = "VIEWER" | "OPERATOR" | "ADMIN";
 
+/** The path the dashboard and its API are served under, from the page's
+ * `<meta name="tickwork-base">` (written by the server): "" at a server's root, "/tickwork"
+ * when an application mounts tickwork there. Anything but a plain absolute path counts as "". */
+export function mountedAt(doc: Document): string {
+  const meta = doc.querySelector<HTMLMetaElement>('meta[name="tickwork-base"]');
+  const path = (meta?.content ?? "").replace(/\/+$/, "");
+  return /^\/(?![/\\])[^?#\\]*$/.test(path) ? path : "";
+}
+
+/** Where this page is served from (see mountedAt); every API call and route is below it. */
+export const BASE = mountedAt(document);
+
 export interface Problem {
   status: number;
   title: string;
@@ -63,7 +75,7 @@ async function problemOf(answer: Response): Promise<Problem> {
 
 /** Sign in: the refresh token goes into the HttpOnly cookie, the access token stays here. */
 export async function login(email: string, password: string): Promise<User> {
-  const answer = await fetch("/api/auth/login", {
+  const answer = await fetch(BASE + "/api/auth/login", {
     method: "POST",
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify({ email, password, cookie: true }),
@@ -82,7 +94,7 @@ export function refresh(): Promise<User | null> {
   if (localStorage.getItem(SIGNED_IN) === null) return Promise.resolve(null);
   refreshing ??= (async () => {
     try {
-      const answer = await fetch("/api/auth/refresh", {
+      const answer = await fetch(BASE + "/api/auth/refresh", {
         method: "POST",
         credentials: "same-origin",
       });
@@ -104,7 +116,7 @@ export function refresh(): Promise<User | null> {
 /** Sign out: the server revokes the refresh token's whole login and clears the cookie. */
 export async function logout(): Promise<void> {
   try {
-    await fetch("/api/auth/logout", { method: "POST", credentials: "same-origin" });
+    await fetch(BASE + "/api/auth/logout", { method: "POST", credentials: "same-origin" });
   } finally {
     accessToken = null;
     localStorage.removeItem(SIGNED_IN);
@@ -124,7 +136,7 @@ export async function api<T>(path: string, init: RequestInit = {}, retried = fal
   const headers = new Headers(init.headers);
   if (accessToken) headers.set("Authorization", `Bearer ${accessToken}`);
   if (init.body !== undefined) headers.set("Content-Type", "application/json");
-  const answer = await fetch(path, { ...init, headers, credentials: "same-origin" });
+  const answer = await fetch(BASE + path, { ...init, headers, credentials: "same-origin" });
   if (answer.status === 401 && !retried) {
     const user = await refresh();
     if (user) return api<T>(path, init, true);
@@ -154,10 +166,10 @@ export async function readEvents(
 ): Promise<void> {
   const headers = new Headers({ Accept: "text/event-stream" });
   if (accessToken) headers.set("Authorization", `Bearer ${accessToken}`);
-  let answer = await fetch("/api/events", { headers, signal, credentials: "same-origin" });
+  let answer = await fetch(BASE + "/api/events", { headers, signal, credentials: "same-origin" });
   if (answer.status === 401 && (await refresh())) {
     headers.set("Authorization", `Bearer ${accessToken}`);
-    answer = await fetch("/api/events", { headers, signal, credentials: "same-origin" });
+    answer = await fetch(BASE + "/api/events", { headers, signal, credentials: "same-origin" });
   }
   if (!answer.ok || !answer.body) throw new ApiError(answer.status, await problemOf(answer));
   onOpen();

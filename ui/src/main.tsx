@@ -2,7 +2,7 @@ import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { StrictMode, type ComponentType } from "react";
 import { createRoot } from "react-dom/client";
 import { createBrowserRouter, RouterProvider } from "react-router";
-import { ApiError } from "./api";
+import { ApiError, BASE } from "./api";
 import { Layout } from "./components/Layout";
 import { LoginPage } from "./pages/Login";
 import { SessionProvider } from "./session";
@@ -55,7 +55,7 @@ const router = createBrowserRouter([
       { path: "*", lazy: page(() => import("./pages/NotFound"), "NotFoundPage") },
     ],
   },
-]);
+], { basename: BASE || "/" });
 
 createRoot(document.getElementById("root")!).render(
   <StrictMode>

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI
 
-from tickwork import web
+from tickwork import __version__, web
 from tickwork.api import definitions, docs, events, identity, jobs, schedules, system, webhooks
 from tickwork.api import signals as signal_routes
 from tickwork.api.contract import declare
@@ -100,7 +100,7 @@ def _api(
     api = FastAPI(
         title=title,
         redirect_slashes=False,  # a redirect would name the Host header the client sent
-        version=_version(),
+        version=__version__,
         summary=summary,
         openapi_url=openapi_url,
         docs_url=None,  # tickwork.api.docs serves it, with Swagger UI's files
@@ -126,9 +126,3 @@ def _api(
         budget=max(BODY_BUDGET_BYTES, app.settings.api.max_body_bytes),  # one body fits
     )
     return api
-
-
-def _version() -> str:
-    from importlib.metadata import version
-
-    return version("tickwork")

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from tickwork.api.contract import answer
 from tickwork.api.inputs import CursorQuery, IdPath
+from tickwork.api.paths import mounted_at
 from tickwork.api.schemas import (
     ActivityOut,
     DefinitionOut,
@@ -110,11 +111,11 @@ async def run_definition(id: IdPath, svc: Svc, who: Caller) -> dict[str, int]:
     status_code=201,
     responses=NO_DEFINITION,
 )
-async def set_webhook(id: IdPath, svc: Svc, who: Caller) -> dict[str, str]:
+async def set_webhook(id: IdPath, request: Request, svc: Svc, who: Caller) -> dict[str, str]:
     """Give the definition a webhook with a new token (an earlier one stops working). The
     token is shown in this answer only."""
     token = await admin.set_webhook(svc.pool, svc.store, id, actor=who.actor)
-    return {"path": admin.webhook_path(id, token), "token": token}
+    return {"path": mounted_at(request.scope) + admin.webhook_path(id, token), "token": token}
 
 
 @router.delete("/api/definitions/{id}/webhook", status_code=204, responses=NO_DEFINITION)

@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 
+from tickwork.api.paths import mounted_at
 from tickwork.errors import NotFoundError
 
 OPENAPI_PATH = "/api/openapi.json"
@@ -44,7 +45,7 @@ def install(api: FastAPI) -> None:
 
 async def docs(request: Request) -> HTMLResponse:
     """Swagger UI on the OpenAPI document, every file it loads served by this API."""
-    prefix = _prefix(request)
+    prefix = mounted_at(request.scope)
     return get_swagger_ui_html(
         openapi_url=prefix + OPENAPI_PATH,
         title="tickwork API",
@@ -72,8 +73,3 @@ async def asset(name: str) -> Response:
 @cache
 def _read(name: str) -> bytes:
     return resources.files(ASSETS_PACKAGE).joinpath("static", name).read_bytes()
-
-
-def _prefix(request: Request) -> str:
-    """The path the API is mounted under behind a proxy (``root_path``), usually empty."""
-    return str(request.scope.get("root_path", "")).rstrip("/")

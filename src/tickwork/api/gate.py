@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tickwork.api.paths import route_path
 from tickwork.api.problems import problem
 from tickwork.errors import AuthError
 
@@ -68,7 +69,8 @@ class Gate:
             await self.app(scope, receive, send)
             return
         headers = {k.lower(): v for k, v in scope["headers"]}
-        public = self._public(scope["method"], scope["path"])
+        # the path as the routes see it: a mount's prefix (root_path) taken off
+        public = self._public(scope["method"], route_path(scope))
         limit = min(self.max_body_bytes, PUBLIC_BODY_BYTES) if public else self.max_body_bytes
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from tickwork.api.contract import answer
 from tickwork.api.inputs import IdPath
+from tickwork.api.paths import mounted_at
 from tickwork.api.schemas import (
     AcceptIn,
     ApiTokenCreatedOut,
@@ -42,6 +43,11 @@ Caller = Annotated[Principal, Depends(caller)]
 COOKIE = "tickwork_refresh"
 CROSS_SITE = answer(403, "A refresh cookie sent without this server's own Origin")
 COOKIE_PATH = "/api/auth"
+"""The refresh cookie's path, below where the API is mounted (``/tickwork/api/auth``)."""
+
+
+def _cookie_path(request: Request) -> str:
+    return mounted_at(request.scope) + COOKIE_PATH
 
 
 def _secure(request: Request, svc: Services) -> bool:
@@ -80,7 +86,7 @@ def _tokens(
             COOKIE,
             pair.refresh_token,
             max_age=int(svc.app.settings.auth.refresh_token_ttl),
-            path=COOKIE_PATH,
+            path=_cookie_path(request),
             httponly=True,
             secure=_secure(request, svc),
             samesite="strict",
@@ -141,7 +147,7 @@ async def logout(request: Request, svc: Svc, body: RefreshIn | None = None) -> R
     if token:
         await svc.auth.logout(token)
     response = Response(status_code=204)
-    response.delete_cookie(COOKIE, path=COOKIE_PATH)
+    response.delete_cookie(COOKIE, path=_cookie_path(request))
     return response
 
 

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from tickwork.api.paths import route_path
 from tickwork.db.driver_errors import DriverError, database_error
 from tickwork.errors import (
     AuthError,
@@ -131,7 +132,8 @@ ENQUEUE_ROUTE = ("POST", "/api/jobs")
 def _before_enqueue(request: Request, exc: DatabaseUnavailable) -> DatabaseUnavailable:
     """An outage met by an enqueue request before its route ran (checking the caller's
     session, say) stored nothing: say so, as the route itself would."""
-    if isinstance(exc, EnqueueFailed) or (request.method, request.url.path) != ENQUEUE_ROUTE:
+    route = (request.method, route_path(request.scope))  # below a mount's path
+    if isinstance(exc, EnqueueFailed) or route != ENQUEUE_ROUTE:
         return exc
     return EnqueueFailed(False, str(exc))
 

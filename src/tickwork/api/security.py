@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.routing import Route
 
+from tickwork.api.paths import route_path
 from tickwork.api.throttle import Limiter
 from tickwork.auth import Principal, Role
 from tickwork.errors import AuthError, PermissionDenied
@@ -185,7 +186,7 @@ async def authorize(
 ) -> None:
     """Look the route up in :data:`ROUTE_ROLES` and check the caller's role against it."""
     route = request.scope.get("route")
-    path = route.path if isinstance(route, APIRoute) else request.url.path
+    path = route.path if isinstance(route, APIRoute) else route_path(request.scope)
     needed = ROUTE_ROLES[(request.method, path)]
     if needed is None:
         return

@@ -15,11 +15,11 @@ API's address (:data:`tickwork.serve.EXIT_CANNOT_LISTEN`).
 
 from __future__ import annotations
 
-from importlib.metadata import version
 from typing import Annotated
 
 import typer
 
+from tickwork import __version__
 from tickwork.cli import definitions, jobs, process, queues, reactors, schedules, signals, users
 from tickwork.cli.common import Group, cli_actor
 from tickwork.errors import TickworkError
@@ -38,7 +38,7 @@ cli = typer.Typer(
 
 def _print_version(wanted: bool) -> None:
     if wanted:
-        typer.echo(f"tickwork {version('tickwork')}")
+        typer.echo(f"tickwork {__version__}")
         raise typer.Exit()
 
 

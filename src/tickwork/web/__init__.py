@@ -1,5 +1,6 @@
 """The dashboard: the single-page app of ``ui/``, built into ``web/dist`` (committed, and
-checked against its sources in CI), served by every full API at ``/``.
+checked against its sources in CI), served by every full API at ``/`` - or under the path a
+host application mounts it at (the ASGI ``root_path``: ``/tickwork/``, say).
 
 - ``/assets/<name>``: the built files. Their names carry a hash of their content, so a
   browser may keep them for a year without asking again (``immutable``).
@@ -8,18 +9,25 @@ checked against its sources in CI), served by every full API at ``/``.
   new release is picked up at the next load.
 - Every page carries a Content-Security-Policy that lets it load and connect to this
   server only: no inline script or style, no other origin, no framing.
+- The same build serves any mount path: its page names its files relatively
+  (``./assets/...``, Vite's ``base: './'``) and the page is sent with them made absolute
+  under the mount path, which it also carries in ``<meta name="tickwork-base">`` for the app
+  to address its API and its routes by (no inline script, no ``<base>``: the policy allows
+  neither). The files load the app's other files relative to their own URL.
 
 Nothing here needs Node.js: ``pip install`` ships the built files.
 """
 
 from __future__ import annotations
 
+import html
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 
 from fastapi import FastAPI, Request, Response
 
+from tickwork.api.paths import mounted_at, route_path
 from tickwork.errors import NotFoundError
 
 DIST_PACKAGE = "tickwork.web"
@@ -56,10 +64,14 @@ MEDIA_TYPES = {
 NOT_PAGES = ("api/", "assets/")
 """Paths under these are never the app's pages: an unknown one is a 404, not index.html."""
 NOT_BUILT = (
-    b"<!doctype html><title>tickwork</title><p>The dashboard is not built in this copy of"
-    b" tickwork: run <code>npm ci &amp;&amp; npm run build</code> in <code>ui/</code>, or"
-    b" install a release. The API is at <a href='/api/docs'>/api/docs</a>.</p>"
+    "<!doctype html><title>tickwork</title><p>The dashboard is not built in this copy of"
+    " tickwork: run <code>npm ci &amp;&amp; npm run build</code> in <code>ui/</code>, or"
+    " install a release. The API is at <a href='{at}/api/docs'>{at}/api/docs</a>.</p>"
 )
+RELATIVE_FILES = b'="./assets/'
+"""How the built page names its files (``src="./assets/index-....js"``)."""
+BASE_META = b'<meta name="tickwork-base" content="" />'
+"""The built page's placeholder for the path it is served under (ui/index.html)."""
 
 
 def install(api: FastAPI) -> None:
@@ -103,12 +115,22 @@ async def asset(name: str) -> Response:
 
 async def page(request: Request) -> Response:
     """The app's page for any path of the dashboard (its router shows the right one)."""
-    path = request.url.path.lstrip("/")
+    path = route_path(request.scope).lstrip("/")  # below the mount path
     if path.startswith(NOT_PAGES):
         raise NotFoundError("route", "/" + path)
-    content = _index()
     return Response(
-        content if content is not None else NOT_BUILT,
+        served_page(_index(), mounted_at(request.scope)),
         media_type="text/html; charset=utf-8",
         headers={"Cache-Control": PAGE_CACHE, **HEADERS},
     )
+
+
+def served_page(built: bytes | None, at_path: str) -> bytes:
+    """The built page as served under ``at_path`` (``""`` or ``/tickwork``, percent-encoded:
+    :func:`tickwork.api.paths.mounted_at`): its files' addresses made absolute under it, and
+    it named in the page's ``tickwork-base`` meta."""
+    at = html.escape(at_path, quote=True)  # percent-encoded already: this is a second guard
+    if built is None:
+        return NOT_BUILT.format(at=at).encode()
+    base = f'<meta name="tickwork-base" content="{at}" />'.encode()
+    return built.replace(RELATIVE_FILES, f'="{at}/assets/'.encode()).replace(BASE_META, base)

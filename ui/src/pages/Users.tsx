@@ -1,6 +1,6 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { api, post } from "../api";
+import { api, BASE, post } from "../api";
 import { Action } from "../components/Action";
 import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
@@ -40,7 +40,7 @@ function Invites() {
     mutationFn: (body: { email: string; role: string }) =>
       post<{ token: string }>("/api/invites", body),
     onSuccess: (answer) => {
-      setLink(`${window.location.origin}/invite?token=${encodeURIComponent(answer.token)}`);
+      setLink(`${window.location.origin}${BASE}/invite?token=${encodeURIComponent(answer.token)}`);
       void client.invalidateQueries({ queryKey: ["invites"] });
     },
   });
