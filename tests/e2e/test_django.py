@@ -508,9 +508,9 @@ import pytest
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup):
     yield
-    from tickwork.contrib.django import app
+    from tickwork.contrib.django.test import close_connections
 
-    app.close()  # its connections, before pytest-django drops the test database
+    close_connections()  # tickwork's, and Django's of ended threads, before the drop
 """
 
 PYTEST_DJANGO_TESTS = """

@@ -54,11 +54,26 @@ class TestRunner(DiscoverRunner):
     def teardown_databases(self, old_config: Any, **kwargs: Any) -> None:
         from tickwork.contrib.django.conf import get_app
 
-        app = get_app()
-        app.close()
+        close_connections()
         if self._url_source is not None:
-            app.db.url_source, self._url_source = self._url_source, None
+            db = get_app().db
+            db.url_source, self._url_source = self._url_source, None
         super().teardown_databases(old_config, **kwargs)
+
+
+def close_connections() -> None:
+    """Close what keeps the test database from being dropped: tickwork's pools, and Django's
+    connections of threads that have ended (the handler threads of :func:`~tickwork.testing.drain`
+    and :func:`~tickwork.testing.eager`, whose stale connections are kept under
+    ``CONN_MAX_AGE``, or a test's own thread). Those are closed only when the garbage
+    collector frees them (Django's connection objects hold reference cycles): collected
+    now, they are closed now."""
+    import gc
+
+    from tickwork.contrib.django.conf import get_app
+
+    get_app().close()
+    gc.collect()
 
 
 def refusing(alias: str) -> Callable[[], str]:
