@@ -100,7 +100,7 @@ def test_the_example_projects_tests_pass_under_djangos_test_runner(
 ) -> None:
     ran = manage(project_env, "test", "--noinput", "-v", "2")
     assert ran.returncode == 0, ran.stderr[-4000:]
-    assert "Ran 17 tests" in ran.stderr and "\nOK" in ran.stderr, ran.stderr[-4000:]
+    assert "Ran 18 tests" in ran.stderr and "\nOK" in ran.stderr, ran.stderr[-4000:]
     # the test database was dropped: tickwork's connections were closed before
     with psycopg.connect(project_env["DATABASE_URL"], autocommit=True) as conn:
         left = conn.execute(

@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.transaction import TransactionManagementError
 from django.test import TestCase, TransactionTestCase
 
+from tickwork import JobSpec
 from tickwork.contrib.django import app
 from tickwork.errors import EnqueueError, TickworkError
 from tickwork.testing import clean, drain, eager
@@ -54,6 +55,13 @@ class EnqueueInTheRequestTransaction(TestCase):
             raise Abort
         self.assertEqual(jobs_of(send_receipt.name), [])
         self.assertFalse(Order.objects.exists())
+
+    def test_a_batch_joins_the_transaction_too(self) -> None:
+        with self.assertRaises(Abort), transaction.atomic():
+            app.enqueue_many([JobSpec(send_receipt.name, {"order_id": n}) for n in range(3)])
+            self.assertEqual(len(jobs_of(send_receipt.name)), 3)
+            raise Abort
+        self.assertEqual(jobs_of(send_receipt.name), [])
 
     def test_a_signal_joins_the_transaction_too(self) -> None:
         with self.assertRaises(Abort), transaction.atomic():
