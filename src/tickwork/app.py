@@ -60,11 +60,11 @@ from tickwork.queue.enqueue import (
     InsertPlan,
     JobSpec,
     async_connection,
+    callers_transaction,
     check_priority,
     check_queue,
     encode_args,
     insert_plan,
-    sync_connection,
     unregistered_row,
 )
 from tickwork.queue.options import TaskOptions, task_options
@@ -128,6 +128,11 @@ class App:
         """Wraps each sync handler registered after it is set, as a worker calls it (Django's
         integration closes the thread's stale connections around each job, as Django does
         around a request); calling the task inline is not wrapped."""
+        self.wrap_async_handler: (
+            Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]] | None
+        ) = None
+        """:attr:`wrap_sync_handler` for async handlers (Django's integration closes the
+        stale connections of the thread Django's async ORM runs in)."""
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.schedules: dict[str, ScheduleSpec] = {}
         self.reactors = Reactors()
@@ -460,7 +465,8 @@ class App:
 
         def run() -> Row:
             if conn is not None:
-                return _insert_sync(store, sync_connection(conn), plan)
+                with callers_transaction(conn) as joined:
+                    return _insert_sync(store, joined, plan)
             # jobs holding the batch's unique keys are locked in input order: another batch
             # with the same keys in another order can deadlock with this one
             return retrying_deadlocks(alone, operation=_operation(plan))

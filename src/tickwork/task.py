@@ -56,10 +56,12 @@ class Task(Generic[P, R]):
         """The retry wait of one job, when it depends on the job (a definition's run carries
         its definition's policy); else ``options.backoff``."""
         self.is_async = inspect.iscoroutinefunction(fn)
-        wrap = app.wrap_sync_handler
-        self.in_worker: Callable[..., Any] = fn if wrap is None or self.is_async else wrap(fn)
-        """What a worker calls: ``fn``, or for a sync handler what
-        :attr:`App.wrap_sync_handler` made of it."""
+        wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = (
+            app.wrap_async_handler if self.is_async else app.wrap_sync_handler
+        )
+        self.in_worker: Callable[..., Any] = fn if wrap is None else wrap(fn)
+        """What a worker calls: ``fn``, or what :attr:`App.wrap_sync_handler` (or
+        :attr:`App.wrap_async_handler`) made of it."""
         self._signature = inspect.signature(fn)
         params = list(self._signature.parameters.values())[1 if pass_context else 0 :]
         by_keyword = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]

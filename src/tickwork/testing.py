@@ -164,7 +164,9 @@ async def drain_async(
 
 
 @contextlib.contextmanager
-def eager(app: App, *, queues: Sequence[str] | None = None) -> Iterator[list[Outcome]]:
+def eager(
+    app: App, *, queues: Sequence[str] | None = None, max_jobs: int = MAX_DRAINED
+) -> Iterator[list[Outcome]]:
     """Run jobs in the test when the transaction that enqueued them commits, through the
     worker's own SQL (:func:`drain`); yields the outcomes, appended as they happen.
 
@@ -179,9 +181,13 @@ def eager(app: App, *, queues: Sequence[str] | None = None) -> Iterator[list[Out
       nobody of the commit, so those jobs run at the next enqueue that runs jobs, or
       at :func:`drain`.
 
-    A job enqueued by a job that is running is run by the same drain, after it.
+    A job enqueued by a job that is running is run by the same drain, after it; so is one
+    enqueued by another thread while a drain runs (that thread's ``defer`` returns at once).
+    A drain that runs more than ``max_jobs`` jobs raises :class:`DrainOverflow` from the
+    call that started it (a job that enqueues itself forever). The app is left as it was
+    when the block ends, however it ends.
     """
-    runner = _Eager(app, queues)
+    runner = _Eager(app, queues, max_jobs)
     if app.after_enqueue is not None:
         raise TickworkError("eager(): already on for this app")
     app.after_enqueue = runner
@@ -192,29 +198,42 @@ def eager(app: App, *, queues: Sequence[str] | None = None) -> Iterator[list[Out
 
 
 class _Eager:
-    """What :func:`eager` sets as ``app.after_enqueue``."""
+    """What :func:`eager` sets as ``app.after_enqueue``. One drain runs at a time; an enqueue
+    that comes while one runs (from its own jobs, or another thread) only asks it to look
+    again before it ends, so no committed job is left behind and none waits on another."""
 
-    def __init__(self, app: App, queues: Sequence[str] | None) -> None:
+    def __init__(self, app: App, queues: Sequence[str] | None, max_jobs: int) -> None:
         self.app = app
         self.queues = queues
+        self.max_jobs = max_jobs
         self.outcomes: list[Outcome] = []
         self._draining = threading.Lock()
+        self._wanted = False
+        """Jobs were committed since the running drain last looked: it drains again."""
 
     def run(self) -> None:
-        if not self._draining.acquire(blocking=False):
-            return  # enqueued by a job of the drain running now: it runs next, in that drain
-        try:
-            self.outcomes += drain(self.app, queues=self.queues)
-        finally:
-            self._draining.release()
+        self._wanted = True
+        # the holder checks _wanted again after releasing the lock: an enqueue that found the
+        # lock held just before the release is drained by the holder's next turn
+        while self._wanted and self._draining.acquire(blocking=False):
+            try:
+                while self._wanted:
+                    self._wanted = False
+                    self.outcomes += drain(self.app, queues=self.queues, max_jobs=self.max_jobs)
+            finally:
+                self._draining.release()
 
     async def run_async(self) -> None:
-        if not self._draining.acquire(blocking=False):
-            return
-        try:
-            self.outcomes += await drain_async(self.app, queues=self.queues)
-        finally:
-            self._draining.release()
+        self._wanted = True
+        while self._wanted and self._draining.acquire(blocking=False):
+            try:
+                while self._wanted:
+                    self._wanted = False
+                    self.outcomes += await drain_async(
+                        self.app, queues=self.queues, max_jobs=self.max_jobs
+                    )
+            finally:
+                self._draining.release()
 
     def enqueued(self, conn: Any) -> None:
         if conn is None or _committed(conn):

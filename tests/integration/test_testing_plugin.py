@@ -17,6 +17,8 @@ pytest_plugins = ["pytester"]
 TEST_URL_VARIABLE = "TICKWORK_TEST_DATABASE_URL"
 
 JOBS = """
+import threading
+
 from tickwork import App
 
 app = App()  # configured from the environment, as most applications are
@@ -35,6 +37,26 @@ def signup(email: str) -> None:
 @app.task(queue="default", max_attempts=1)
 def broken() -> None:
     raise RuntimeError("broken on purpose")
+
+
+@app.task(queue="default", max_attempts=3)
+def flaky() -> None:
+    raise RuntimeError("fails, and is retried after a backoff")
+
+
+@app.task(queue="default")
+def forever(n: int) -> None:
+    forever.defer(n=n + 1)  # enqueues itself, for ever
+
+
+started = threading.Event()
+release = threading.Event()
+
+
+@app.task(queue="default")
+def hold() -> None:
+    started.set()
+    release.wait()
 """
 
 TESTS = """
@@ -49,8 +71,8 @@ from sqlalchemy.orm import Session
 
 from tickwork import App, JobState
 from tickwork.errors import ConfigError, JobNotFoundError, TickworkError
-from tickwork.testing import clean, drain, drain_async, eager
-from jobs import app, broken, send, signup
+from tickwork.testing import DrainOverflow, clean, drain, drain_async, eager
+from jobs import app, broken, flaky, forever, hold, release, send, signup, started
 
 
 def test_the_app_uses_the_sessions_throwaway_schema(tickwork_schema, tickwork_database_url):
@@ -137,6 +159,70 @@ def test_eager_is_refused_twice_and_clean_refuses_a_schema_not_made_for_tests():
     with pytest.raises(ConfigError, match="not made for tests"):
         clean(other)
     other.close()
+
+
+def test_eager_runs_a_failing_job_once_and_leaves_its_retry_for_later(tickwork_clean):
+    with eager(app) as outcomes:
+        job = flaky.defer()  # returns: the retry waits for its backoff
+    assert [o.job_state for o in outcomes] == ["FAILED"]
+    assert app.get_job(job.id).state is JobState.FAILED and app.get_job(job.id).attempts == 1
+
+
+def test_a_job_enqueuing_itself_forever_raises_drain_overflow_from_the_defer(tickwork_clean):
+    with eager(app, max_jobs=5) as outcomes, pytest.raises(DrainOverflow):
+        forever.defer(n=0)
+    assert len(outcomes) == 0  # the drain that overflowed gave none back
+    assert app.after_enqueue is None
+
+
+def test_an_exception_in_the_eager_block_turns_it_off(tickwork_clean):
+    with pytest.raises(ZeroDivisionError), eager(app):
+        1 / 0
+    assert app.after_enqueue is None
+    job = send.defer(to="off@example.com")
+    assert app.get_job(job.id).state is JobState.PENDING
+
+
+def test_eager_with_a_psycopg_transaction_rolled_back_runs_nothing(
+    tickwork_clean, tickwork_database_url
+):
+    with eager(app) as outcomes, psycopg.connect(tickwork_database_url) as conn:
+        job = send.defer(conn=conn, to="gone@example.com")
+        conn.rollback()
+        other = send.defer(to="kept@example.com")  # runs what is committed
+    assert [o.job_id for o in outcomes] == [other.id]
+    with pytest.raises(JobNotFoundError):
+        app.get_job(job.id)
+
+
+def test_a_defer_from_another_thread_while_a_drain_runs_is_run_by_that_drain(tickwork_clean):
+    import threading
+
+    with eager(app) as outcomes:
+        first = threading.Thread(target=hold.defer)
+        first.start()
+        started.wait()  # its drain runs hold(), which waits
+        job = send.defer(to="other-thread@example.com")  # the drain is busy: returns at once
+        release.set()
+        first.join()  # the drain ends after it ran both
+        assert app.get_job(job.id).state is JobState.SUCCEEDED
+        assert job.id in [o.job_id for o in outcomes]
+
+
+@pytest.mark.asyncio
+async def test_eager_runs_at_an_async_sessions_commit(tickwork_clean, tickwork_database_url):
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    engine = create_async_engine(
+        tickwork_database_url.replace("postgresql://", "postgresql+psycopg://")
+    )
+    with eager(app) as outcomes:
+        async with AsyncSession(engine) as session:
+            job = await send.defer_async(conn=session, to="i@example.com")
+            assert outcomes == []
+            await session.commit()
+        assert [o.job_id for o in outcomes] == [job.id]
+    await engine.dispose()
 """
 
 
@@ -149,7 +235,7 @@ def test_a_users_tests_get_a_throwaway_schema_and_drain(
     pytester.makeconftest('pytest_plugins = ["tickwork.testing"]\n')
     pytester.makepyfile(jobs=JOBS, test_jobs=TESTS)
     result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=16)
     schema = (pytester.path / "schema.txt").read_text()
     with psycopg.connect(database_url) as conn:
         left: Any = conn.execute(

@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Self, TypeVar
 
@@ -44,6 +45,9 @@ no close) is noticed within about 11 s of silence, or 15 s of unacknowledged wri
 of the operating system's minutes."""
 POOL_TIMEOUT = 30.0
 """Seconds a caller waits for a pooled connection (psycopg_pool's default)."""
+CLOSE_OTHER_LOOP_TIMEOUT = 10.0
+"""Seconds :meth:`Database.close` waits for an event loop running in another thread to close
+its pool: a loop blocked by sync code would otherwise hang the close for ever."""
 POOL_RECONNECT_TIMEOUT = 4.0
 """Seconds a pool retries (with backoff) to replace a lost connection before it gives up and
 lets the next request start a fresh attempt. Without this bound the backoff doubles for
@@ -93,6 +97,9 @@ class Database:
         self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
         self._async_pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool[Any]] = {}
         self._opening: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._loop_connections: dict[
+            asyncio.AbstractEventLoop, weakref.WeakSet[psycopg.AsyncConnection[Any]]
+        ] = {}
         self.joined: Callable[[], Any] | None = None
         """The connection a sync enqueue or emit made without ``conn`` joins, set by a
         framework integration (Django's connection); None: tickwork's own pool, each call
@@ -199,7 +206,13 @@ class Database:
     async def _open_async_pool(
         self, loop: asyncio.AbstractEventLoop, max_size: int | None, timeout: float | None
     ) -> AsyncConnectionPool[Any]:
+        self._forget_ended_loops()
         url = await asyncio.to_thread(lambda: self.url)
+        opened = self._loop_connections.setdefault(loop, weakref.WeakSet())
+
+        async def track(conn: psycopg.AsyncConnection[Any]) -> None:
+            opened.add(conn)
+
         pool = AsyncConnectionPool(
             url,
             min_size=self.settings.pool_min_size,
@@ -210,6 +223,7 @@ class Database:
             open=False,
             name="tickwork-async",
             connection_class=PoolConnection,
+            configure=track,
         )
         # its connections are ready before the first caller waits for one: a caller that
         # waits would make the pool grow, a connect left in flight at the loop's end
@@ -246,11 +260,53 @@ class Database:
         )
 
     def close(self) -> None:
-        """Close the sync pool (async pools close with :meth:`aclose`)."""
+        """Close the sync pool, the async pools of event loops that have ended, and those of
+        loops running in other threads (in their loop; the calling thread's own running
+        loop's closes with :meth:`aclose`)."""
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+        self._forget_ended_loops()
+        self._close_other_threads_pools()
+
+    def _close_other_threads_pools(self) -> None:
+        """Close the async pools of loops running in other threads (a test run's thread that
+        was left running, whose connections would keep Django's test database from being
+        dropped), each in its own loop; a loop too busy to close it within
+        :data:`CLOSE_OTHER_LOOP_TIMEOUT` keeps it."""
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop in list(self._async_pools):
+            if loop is current or not loop.is_running():
+                continue
+            closing = asyncio.run_coroutine_threadsafe(self._close_pool_of(loop), loop)
+            try:
+                closing.result(timeout=CLOSE_OTHER_LOOP_TIMEOUT)
+            except TimeoutError:
+                closing.cancel()
+                log.warning("an async pool left open: its event loop is busy in another thread")
+
+    async def _close_pool_of(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._opening.pop(loop, None)
+        self._loop_connections.pop(loop, None)
+        pool = self._async_pools.pop(loop, None)
+        if pool is not None:
+            await pool.close()
+
+    def _forget_ended_loops(self) -> None:
+        """Forget the async pools of event loops that have ended without closing them
+        (``asyncio.run`` of each call, Django's ``async_to_sync`` of each async view under
+        WSGI): nothing can run in a closed loop to close a pool the pool's way, so their
+        connections are closed at the socket. Without this each such loop would leave its
+        connections open for the life of the process."""
+        for loop in [loop for loop in list(self._async_pools) if loop.is_closed()]:
+            self._async_pools.pop(loop, None)
+            self._opening.pop(loop, None)
+            for conn in list(self._loop_connections.pop(loop, ())):
+                conn.pgconn.finish()
 
     async def aclose(self) -> None:
         """Close the async pool of the running loop and the sync pool."""
@@ -259,8 +315,4 @@ class Database:
 
     async def close_async_pool(self) -> None:
         """Close the async pool of the running loop (if it has one)."""
-        loop = asyncio.get_running_loop()
-        self._opening.pop(loop, None)
-        pool = self._async_pools.pop(loop, None)
-        if pool is not None:
-            await pool.close()
+        await self._close_pool_of(asyncio.get_running_loop())

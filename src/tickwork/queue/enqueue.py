@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +27,7 @@ from tickwork.config import (
     MIN_PRIORITY,
     QUEUE_NAME,
 )
+from tickwork.db.driver_errors import DriverError
 from tickwork.db.store.jobs import JobRow
 from tickwork.errors import EnqueueError
 from tickwork.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, json_refusal, too_deep
@@ -268,6 +270,28 @@ def sync_connection(conn: Any) -> psycopg.Connection[Any]:
         conn,
         "must be a psycopg Connection, a SQLAlchemy Session/Connection or a Django connection",
     )
+
+
+@contextmanager
+def callers_transaction(conn: Any) -> Iterator[psycopg.Connection[Any]]:
+    """:func:`sync_connection`, for a statement run in the caller's transaction. On Django's
+    connection it is a query as Django's own are: refused in an ``atomic()`` block already
+    marked for rollback (``TransactionManagementError``), and when it fails inside
+    ``atomic()`` the transaction is marked for rollback, as Django marks it when one of its
+    own writes fails: Django's next query in the block is refused naming the cause, and the
+    block rolls back instead of committing."""
+    joined = sync_connection(conn)
+    if not type(conn).__module__.startswith("django."):
+        yield joined
+        return
+    from django.db import transaction
+
+    conn.validate_no_broken_transaction()
+    try:
+        yield joined
+    except DriverError:
+        with transaction.mark_for_rollback_on_error(using=conn.alias):
+            raise
 
 
 async def async_connection(conn: Any) -> psycopg.AsyncConnection[Any]:

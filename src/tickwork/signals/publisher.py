@@ -16,7 +16,7 @@ from tickwork.db.store.signals import NewSignal
 from tickwork.errors import SignalError
 from tickwork.limits import json_refusal
 from tickwork.ops import metrics
-from tickwork.queue.enqueue import async_connection, sync_connection
+from tickwork.queue.enqueue import async_connection, callers_transaction
 from tickwork.signals.reactor import SIGNAL_TYPE
 
 log = logging.getLogger("tickwork.signals")
@@ -113,7 +113,8 @@ class Signals:
             conn = self.db.joined()
         with translating():
             if conn is not None:
-                row = store.signal_emit_sync(sync_connection(conn), signal=signal)
+                with callers_transaction(conn) as joined:
+                    row = store.signal_emit_sync(joined, signal=signal)
             else:
                 with self.db.pool().connection() as own:
                     row = store.signal_emit_sync(own, signal=signal)

@@ -112,7 +112,7 @@ async def run_handler(
     try:
         async with scope:
             if running.is_async:
-                result = await task.fn(*args, **job.args)
+                result = await task.in_worker(*args, **job.args)
             else:
                 call = functools.partial(
                     contextvars.copy_context().run, task.in_worker, *args, **job.args

@@ -27,10 +27,18 @@ class TickworkConfig(AppConfig):
 def migrate_schema(sender: AppConfig, using: str = "default", **_: Any) -> None:
     """After ``migrate`` of tickwork's database (once, on this app's signal): its schema
     migrated, in the database Django has just migrated (the test database under the test
-    runner: the URL is read from ``DATABASES`` now)."""
+    runner: the URL is read from ``DATABASES`` now). In a test database (Django's test runner
+    or pytest-django's) the schema is also marked as made for tests, before any clone of it
+    is made for ``--parallel``: :func:`tickwork.testing.clean` may empty it."""
     from tickwork.contrib.django.conf import config, get_app
+    from tickwork.contrib.django.test import is_test_database
+    from tickwork.db.scratch import mark
 
     found = config()
     if sender.name != TickworkConfig.name or not found.migrate or using != found.database:
         return
-    get_app().migrate()
+    app = get_app()
+    app.migrate()
+    if is_test_database(using):
+        with app.db.connect() as conn:
+            mark(conn, app.db)

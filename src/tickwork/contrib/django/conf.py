@@ -4,7 +4,8 @@
 
 - ``DATABASE`` (``"default"``): the alias in ``DATABASES`` whose database holds tickwork's
   schema, and whose connection a ``defer()`` or ``emit()`` without ``conn`` joins;
-- ``SCHEMA`` (``"tickwork"``): tickwork's schema in that database, beside Django's tables;
+- ``SCHEMA`` (``"tickwork"``): tickwork's schema in that database, beside Django's tables
+  (not ``public``, where Django's are);
 - ``MIGRATE`` (``True``): ``manage.py migrate`` of that database also migrates tickwork's
   schema (after Django's own migrations, never as one of them);
 - ``TASKS_MODULE`` (``"tasks"``): the module of each installed app imported at start, where
@@ -19,7 +20,7 @@ connection is opened (Django's test runner points it at the test database).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,9 +31,16 @@ from tickwork.errors import ConfigError
 
 KEYS = frozenset({"DATABASE", "SCHEMA", "MIGRATE", "TASKS_MODULE", "SETTINGS"})
 DJANGO_ONLY_OPTIONS = frozenset(
-    {"isolation_level", "server_side_binding", "assume_role", "pool", "cursor_factory", "context"}
+    {"isolation_level", "server_side_binding", "assume_role", "pool"}
+    | {"prepare_threshold", "cursor_factory", "context", "autocommit", "row_factory"}
 )
-"""Keys of a database's ``OPTIONS`` that Django reads itself; the others are libpq's."""
+"""Keys of a database's ``OPTIONS`` that are not libpq's: those Django reads itself, and the
+arguments of psycopg's ``connect()`` Django passes on (``prepare_threshold`` for a pooler);
+in a connection string libpq refuses them. The others are libpq's."""
+
+DJANGOS_SCHEMAS = frozenset({"public"})
+"""Where Django's tables are (the first schema of PostgreSQL's default search path): never
+tickwork's schema, which a test run empties whole and marks as its own."""
 
 _lock = threading.Lock()
 _app: App | None = None
@@ -86,6 +94,11 @@ def config() -> Config:
             f"TICKWORK['DATABASE'] ({found.database!r}) must be a PostgreSQL database,"
             f" not {engine!r}"
         )
+    if found.schema in DJANGOS_SCHEMAS:
+        raise ConfigError(
+            f"TICKWORK['SCHEMA'] ({found.schema!r}) holds Django's own tables: tickwork's"
+            " schema must be one of its own (tests empty every table in it)"
+        )
     settings_given = dict(found.settings or {})
     for reserved in ("database_url", "schema", "schema_name"):
         if reserved in settings_given:
@@ -100,7 +113,11 @@ def url_of(alias: str) -> str:
     """The libpq URL of Django's database ``alias``, from its settings now."""
     from django.db import connections
 
-    given = connections[alias].settings_dict
+    return conninfo_of(connections[alias].settings_dict)
+
+
+def conninfo_of(given: Mapping[str, Any]) -> str:
+    """The libpq URL of a database of ``DATABASES`` (a test database clone's too)."""
     params: dict[str, Any] = {
         "dbname": given.get("NAME") or None,
         "user": given.get("USER") or None,
@@ -132,6 +149,28 @@ def closing_connections(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def closing_connections_async(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """:func:`closing_connections` for an async handler: the stale connections closed are
+    those of the thread Django's async ORM runs its queries in (``sync_to_async``'s), where
+    a connection the server dropped would otherwise fail every later job."""
+    import functools
+
+    from asgiref.sync import sync_to_async
+    from django.db import close_old_connections
+
+    close = sync_to_async(close_old_connections)  # thread-sensitive: the ORM's own thread
+
+    @functools.wraps(fn)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        await close()
+        try:
+            return await fn(*args, **kwargs)
+        finally:
+            await close()
+
+    return run
+
+
 def get_app() -> App:
     """The project's App: made once, from ``TICKWORK`` and ``DATABASES``."""
     global _app
@@ -149,4 +188,5 @@ def _make_app(found: Config) -> App:
     app.db.url_source = lambda: url_of(alias)
     app.db.joined = lambda: connections[alias]
     app.wrap_sync_handler = closing_connections
+    app.wrap_async_handler = closing_connections_async
     return app

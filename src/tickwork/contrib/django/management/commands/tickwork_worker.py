@@ -7,17 +7,17 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from tickwork.contrib.django.management.commands.tickwork import run_cli
+from tickwork.contrib.django.management.commands.tickwork import from_code, from_command_line
 
 
 class Command(BaseCommand):
     help = "Run a tickwork worker with this project's tasks (options: tickwork worker --help)."
 
     def run_from_argv(self, argv: list[str]) -> None:
-        run_cli(["worker", *argv[2:]])
+        from_command_line(["worker", *argv[2:]])
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("args", nargs=argparse.REMAINDER)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        run_cli(["worker", *args])
+        from_code(["worker", *args])
