@@ -25,6 +25,7 @@ from tickwork.api.gate import PUBLIC_BODY_BYTES
 from tickwork.api.plane import NOT_STARTED
 from tickwork.auth import AuthService, Role
 from tickwork.contrib.fastapi import ControlPlane, control_plane, lifespan
+from tickwork.serve import _Server as Server  # uvicorn with an event once it listens
 from tickwork.web import ASSET_CACHE, CSP
 
 PASSWORD = "correct horse battery staple"
@@ -54,23 +55,6 @@ def host_app(app: App) -> tuple[FastAPI, ControlPlane]:
     return api, plane
 
 
-class _Server(uvicorn.Server):
-    """uvicorn, with an event set once it listens (and its lifespan has started)."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = asyncio.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.started:
-            self.listening.set()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Any:
-        yield
-
-
 @dataclass
 class Served:
     url: str
@@ -88,7 +72,7 @@ async def uvicorn_serving(api: Any) -> AsyncIterator[str]:
     until the block ends; the base URL."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = _Server(uvicorn.Config(api, log_config=None, lifespan="on"))
+    server = Server(uvicorn.Config(api, log_config=None, lifespan="on"))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         listening = asyncio.create_task(server.listening.wait())
