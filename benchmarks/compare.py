@@ -36,6 +36,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from tickwork.config import DEFAULT_CONCURRENCY
 from tickwork.worker.worker import CLAIMS_IN_FLIGHT
 
 HERE = Path(__file__).resolve().parent
@@ -45,7 +46,7 @@ CEILING_SCRIPT = HERE / "ceiling" / "run.py"
 DEFAULT_URL = "postgresql://127.0.0.1:5432/bench_compare"
 SYSTEMS = ("tickwork", "pgqueuer", "procrastinate")
 LABELS = {"tickwork": "tickwork", "pgqueuer": "PgQueuer", "procrastinate": "Procrastinate"}
-TICKWORK_DEFAULT_CONCURRENCY = 200  # ``tickwork bench --concurrency`` default
+TICKWORK_DEFAULT_CONCURRENCY = DEFAULT_CONCURRENCY  # the worker's, with no options given
 TICKWORK_CONCURRENCY = "200,500,1000,2000"
 CEILING_SINGLE_CLIENTS = 1  # enqueue-single and enqueue-batch: one caller, one at a time
 PG_SETTINGS = (
@@ -160,7 +161,7 @@ class Samples:
             clients = int(result["details"]["clients"])
             self.add("ceiling", ceiling_key(result["workload"], clients), result["per_second"])
 
-    def absorb(self, system: str, output: dict[str, Any], *, tickwork_default: int) -> None:
+    def absorb(self, system: str, output: dict[str, Any]) -> None:
         self.environments.setdefault(system, output.get("environment", {}))
         for result in output.get("results", []):
             workload = result["workload"]
@@ -171,8 +172,10 @@ class Samples:
             elif workload == "drain":
                 if system == "tickwork":
                     conc = int(details["concurrency"])
-                    name = "default" if conc == tickwork_default else f"concurrency={conc}"
+                    name = "default" if details.get("defaults") else f"concurrency={conc}"
                     settings = {"concurrency": conc, "processes": details.get("processes", 1)}
+                    if "threads" in details:
+                        settings["threads"] = details["threads"]
                 else:
                     name = str(details.get("config", "default"))
                     settings = {
@@ -210,8 +213,9 @@ def run_json(command: list[str], env: dict[str, str], what: str) -> dict[str, An
 
 
 def run_tickwork(
-    args: argparse.Namespace, workloads: list[str], concurrency: int
+    args: argparse.Namespace, workloads: list[str], concurrency: int | None
 ) -> dict[str, Any]:
+    """``tickwork bench`` of ``workloads``; ``concurrency`` None: the worker's defaults."""
     env = dict(os.environ)
     env["TICKWORK_DATABASE_URL"] = args.url
     env.pop("TICKWORK_SCHEMA", None)
@@ -225,8 +229,7 @@ def run_tickwork(
         ",".join(workloads),
         "--jobs",
         str(args.jobs),
-        "--concurrency",
-        str(concurrency),
+        *(["--concurrency", str(concurrency)] if concurrency is not None else []),
         "--batch",
         str(args.batch),
         "--rate",
@@ -234,7 +237,8 @@ def run_tickwork(
         "--latency-jobs",
         str(args.latency_jobs),
     ]
-    return run_json(command, env, f"tickwork {','.join(workloads)} (concurrency {concurrency})")
+    setting = "defaults" if concurrency is None else f"concurrency {concurrency}"
+    return run_json(command, env, f"tickwork {','.join(workloads)} ({setting})")
 
 
 def ceiling_key(script: str, clients: int) -> str:
@@ -254,7 +258,8 @@ def claim_batch(concurrency: int) -> int:
 
 
 def run_ceiling(args: argparse.Namespace) -> dict[str, Any]:
-    batches = sorted({claim_batch(c) for c in args.tickwork_concurrency})
+    concurrencies = {TICKWORK_DEFAULT_CONCURRENCY, *args.tickwork_concurrency}
+    batches = sorted({claim_batch(c) for c in concurrencies})
     clients = sorted({CEILING_SINGLE_CLIENTS, drain_clients()})
     command = [
         sys.executable,
@@ -308,13 +313,8 @@ def measure(args: argparse.Namespace) -> Samples:
         for system in args.systems:
             log(f"run {run}/{args.repeats}: {LABELS[system]}")
             outputs: list[dict[str, Any]] = []
-            steps: list[tuple[list[str], int]] = (
-                [
-                    (
-                        ["enqueue-single", "enqueue-batch", "drain", "latency"],
-                        TICKWORK_DEFAULT_CONCURRENCY,
-                    )
-                ]
+            steps: list[tuple[list[str], int | None]] = (
+                [(["enqueue-single", "enqueue-batch", "drain", "latency"], None)]
                 + [(["drain"], c) for c in extra]
                 if system == "tickwork"
                 else [([], 0)]
@@ -328,7 +328,7 @@ def measure(args: argparse.Namespace) -> Samples:
                 else:
                     outputs.append(run_peer(args, system))
             for output in outputs:
-                samples.absorb(system, output, tickwork_default=TICKWORK_DEFAULT_CONCURRENCY)
+                samples.absorb(system, output)
                 samples.runs.append({"run": run, "system": system, **output})
         if args.ceiling:
             log(f"run {run}/{args.repeats}: the database's ceiling (pgbench)")

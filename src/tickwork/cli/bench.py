@@ -175,7 +175,7 @@ def _peak_rss_mb() -> float:
 
 
 async def _drain_here(
-    app: App, jobs: int, concurrency: int, progress: Callable[[int], None]
+    app: App, jobs: int, concurrency: int | None, progress: Callable[[int], None]
 ) -> dict[str, float]:
     done = 0
     finished = asyncio.Event()
@@ -206,7 +206,7 @@ async def _drain_here(
 
 
 def _drain_processes(
-    app: App, jobs: int, concurrency: int, processes: int, progress: Callable[[int], None]
+    app: App, jobs: int, concurrency: int | None, processes: int, progress: Callable[[int], None]
 ) -> float:
     env = dict(os.environ)
     env["TICKWORK_SCHEMA"] = app.settings.schema_name
@@ -220,8 +220,7 @@ def _drain_processes(
         "tickwork.cli.bench:bench_app",
         "--queues",
         BENCH_QUEUE,
-        "--concurrency",
-        str(concurrency),
+        *(["--concurrency", str(concurrency)] if concurrency is not None else []),
         "--log-level",
         "ERROR",
     ]
@@ -260,10 +259,18 @@ def _drain_span(app: App) -> float:
 
 
 def bench_drain(
-    app: App, jobs: int, concurrency: int, processes: int, progress: Callable[[int], None]
+    app: App, jobs: int, concurrency: int | None, processes: int, progress: Callable[[int], None]
 ) -> BenchResult:
+    """Drain ``jobs`` no-op async jobs with ``processes`` workers at ``concurrency`` (None:
+    the worker's defaults, as ``tickwork worker`` with no options runs)."""
     _fill(app, jobs)
-    details: dict[str, Any] = {"concurrency": concurrency, "processes": processes}
+    resolved = app.worker(concurrency=concurrency)
+    details: dict[str, Any] = {
+        "concurrency": resolved.concurrency,
+        "threads": resolved.threads,
+        "defaults": concurrency is None,
+        "processes": processes,
+    }
     if processes <= 1:
         details |= asyncio.run(_drain_here(app, jobs, concurrency, progress))
     else:
@@ -357,7 +364,7 @@ async def _sizes(app: App) -> dict[str, Any]:
 
 
 async def _steady(
-    app: App, rate: float, duration: float, concurrency: int, progress: Callable[[int], None]
+    app: App, rate: float, duration: float, concurrency: int | None, progress: Callable[[int], None]
 ) -> dict[str, Any]:
     """Enqueue at ``rate`` jobs/s (a batch every 100 ms) while a worker drains, with a short
     retention window; sample table and index sizes."""
@@ -403,7 +410,7 @@ async def _steady(
 
 
 def bench_steady(
-    app: App, rate: float, duration: float, concurrency: int, progress: Callable[[int], None]
+    app: App, rate: float, duration: float, concurrency: int | None, progress: Callable[[int], None]
 ) -> BenchResult:
     """Table health under a constant load: sizes after 5 minutes versus at the end."""
     reset(app)
@@ -423,7 +430,7 @@ def run(
     workloads: list[str],
     *,
     jobs: int,
-    concurrency: int,
+    concurrency: int | None,
     processes: int,
     batch: int,
     rate: float,

@@ -19,6 +19,7 @@ from tickwork.cli.common import (
     JsonOption,
     LogLevel,
     QueuesOption,
+    ThreadsOption,
     console,
     load_app,
     print_json,
@@ -46,6 +47,7 @@ def worker(
     app: AppOption = None,
     queues: QueuesOption = None,
     concurrency: ConcurrencyOption = None,
+    threads: ThreadsOption = None,
     runtime: Annotated[
         str | None,
         typer.Option(
@@ -70,7 +72,7 @@ def worker(
         if concurrency is None:
             concurrency = available.concurrency(runtime, the_app.settings.runtimes)
         typer.echo(f"runtime {runtime}: claiming from queue {names[0]}")
-    the_app.run_worker(queues=names, concurrency=concurrency)
+    the_app.run_worker(queues=names, concurrency=concurrency, threads=threads)
 
 
 def serve(
@@ -84,6 +86,7 @@ def serve(
     ] = None,
     queues: QueuesOption = None,
     concurrency: ConcurrencyOption = None,
+    threads: ThreadsOption = None,
     host: Annotated[str | None, typer.Option(help="Address the API listens on.")] = None,
     port: Annotated[int | None, typer.Option(help="Port the API listens on.")] = None,
     log_level: LogLevel = "INFO",
@@ -96,7 +99,9 @@ def serve(
     logs.configure(log_level)
     the_app = load_app(app)
     names = queue_names(queues)
-    options = serving.ServeOptions(serving.parse_roles(roles), names, concurrency, host, port)
+    options = serving.ServeOptions(
+        serving.parse_roles(roles), names, concurrency, host, port, threads
+    )
     try:
         serving.run(the_app, options)
     except CannotListen as exc:
@@ -143,7 +148,10 @@ def bench(
         str, typer.Option("--workload", "-w", help="Comma-separated: " + ", ".join(_WORKLOADS))
     ] = ",".join(_DEFAULT_WORKLOADS),
     jobs: Annotated[int, typer.Option(help="Jobs per throughput workload.", min=1)] = 20_000,
-    concurrency: Annotated[int, typer.Option(help="Worker concurrency (drain).", min=1)] = 200,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(help="Worker concurrency (drain, steady; default: the worker's).", min=1),
+    ] = None,
     processes: Annotated[int, typer.Option(help="Worker processes (drain).", min=1)] = 1,
     batch: Annotated[int, typer.Option(help="Batch size (enqueue-batch).", min=1)] = 1000,
     rate: Annotated[float, typer.Option(help="Jobs per second (latency).", min=0.1)] = 50.0,
