@@ -166,13 +166,17 @@ class Samples:
         for result in output.get("results", []):
             workload = result["workload"]
             details = result.get("details", {})
-            if workload == "latency":
-                self.add(system, "latency-p50", float(details["p50_ms"]))
-                self.add(system, "latency-p99", float(details["p99_ms"]))
+            if workload in ("latency", "latency-loaded"):
+                self.add(system, f"{workload}-p50", float(details["p50_ms"]))
+                self.add(system, f"{workload}-p99", float(details["p99_ms"]))
+            elif workload == "memory":
+                self.add(system, "memory", float(details["mb_per_1000"]))
             elif workload == "drain":
                 if system == "tickwork":
                     conc = int(details["concurrency"])
                     name = "default" if details.get("defaults") else f"concurrency={conc}"
+                    if int(details.get("processes", 1)) > 1:
+                        name += f", {details['processes']} processes"
                     settings = {"concurrency": conc, "processes": details.get("processes", 1)}
                     if "threads" in details:
                         settings["threads"] = details["threads"]
@@ -213,7 +217,7 @@ def run_json(command: list[str], env: dict[str, str], what: str) -> dict[str, An
 
 
 def run_tickwork(
-    args: argparse.Namespace, workloads: list[str], concurrency: int | None
+    args: argparse.Namespace, workloads: list[str], concurrency: int | None, processes: int = 1
 ) -> dict[str, Any]:
     """``tickwork bench`` of ``workloads``; ``concurrency`` None: the worker's defaults."""
     env = dict(os.environ)
@@ -230,6 +234,8 @@ def run_tickwork(
         "--jobs",
         str(args.jobs),
         *(["--concurrency", str(concurrency)] if concurrency is not None else []),
+        "--processes",
+        str(processes),
         "--batch",
         str(args.batch),
         "--rate",
@@ -238,6 +244,8 @@ def run_tickwork(
         str(args.latency_jobs),
     ]
     setting = "defaults" if concurrency is None else f"concurrency {concurrency}"
+    if processes > 1:
+        setting += f", {processes} processes"
     return run_json(command, env, f"tickwork {','.join(workloads)} ({setting})")
 
 
@@ -313,18 +321,19 @@ def measure(args: argparse.Namespace) -> Samples:
         for system in args.systems:
             log(f"run {run}/{args.repeats}: {LABELS[system]}")
             outputs: list[dict[str, Any]] = []
-            steps: list[tuple[list[str], int | None]] = (
-                [(["enqueue-single", "enqueue-batch", "drain", "latency"], None)]
-                + [(["drain"], c) for c in extra]
+            steps: list[tuple[list[str], int | None, int]] = (
+                [(["enqueue-single", "enqueue-batch", "drain", "latency"], None, 1)]
+                + [(["drain"], c, 1) for c in extra]
+                + [(["drain"], None, 2), (["latency-loaded", "memory"], None, 1)]
                 if system == "tickwork"
-                else [([], 0)]
+                else [([], 0, 1)]
             )
-            for workloads, concurrency in steps:
+            for workloads, concurrency, processes in steps:
                 busy = wait_until_quiet(args.quiet_wait)
                 if busy is not None:
                     samples.busy_warnings.append({"run": run, "system": system, "busy": busy})
                 if system == "tickwork":
-                    outputs.append(run_tickwork(args, workloads, concurrency))
+                    outputs.append(run_tickwork(args, workloads, concurrency, processes))
                 else:
                     outputs.append(run_peer(args, system))
             for output in outputs:
@@ -421,6 +430,17 @@ def build_rows(samples: Samples, args: argparse.Namespace) -> list[Row]:
     rows += [default, best]
     rows.append(simple("latency-p50", f"latency p50 ({args.rate:g} jobs/s)", "ms", False))
     rows.append(simple("latency-p99", f"latency p99 ({args.rate:g} jobs/s)", "ms", False))
+    two = "drain:default, 2 processes"  # worker processes: timed on the database clock
+    if any(two in samples.values.get(s, {}) for s in args.systems):
+        label = f"drain ({args.jobs:,}), default settings, database clock"
+        rows.append(simple("db_clock:default", f"{label}, 1 process", "jobs/s", True))
+        rows.append(simple(two, f"{label}, 2 processes", "jobs/s", True))
+    loaded = "under 5,000 jobs/s of other jobs"
+    if any("latency-loaded-p50" in samples.values.get(s, {}) for s in args.systems):
+        rows.append(simple("latency-loaded-p50", f"latency p50, {loaded}", "ms", False))
+        rows.append(simple("latency-loaded-p99", f"latency p99, {loaded}", "ms", False))
+    if any("memory" in samples.values.get(s, {}) for s in args.systems):
+        rows.append(simple("memory", "worker RSS per 1,000 jobs in flight", "MB", False))
     if args.ceiling:
         best_setting = samples.drain_settings.get("tickwork", {}).get(
             best_names.get("tickwork", "default"), {}
@@ -447,7 +467,7 @@ def build_rows(samples: Samples, args: argparse.Namespace) -> list[Row]:
 def fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
-    if unit == "ms":
+    if unit in ("ms", "MB"):
         return f"{value:.2f}"
     return f"{value:,.0f}"
 

@@ -32,7 +32,15 @@ from tickwork.worker.run import catch_stop_signals_early
 
 __all__ = ["COMMANDS", "bench", "demo", "doctor", "mcp", "migrate", "serve", "worker"]
 
-_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency", "steady")
+_WORKLOADS = (
+    "enqueue-single",
+    "enqueue-batch",
+    "drain",
+    "latency",
+    "latency-loaded",
+    "memory",
+    "steady",
+)
 _DEFAULT_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency")
 
 
@@ -160,6 +168,12 @@ def bench(
         float, typer.Option(help="Jobs per second enqueued (steady).", min=1)
     ] = 5000.0,
     duration: Annotated[float, typer.Option(help="Seconds (steady).", min=10)] = 1800.0,
+    background_rate: Annotated[
+        float, typer.Option(help="Jobs per second of background load (latency-loaded).", min=1)
+    ] = 5000.0,
+    in_flight: Annotated[
+        int, typer.Option(help="Jobs running at once (memory).", min=1, max=10_000)
+    ] = 5000,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Measure enqueue, drain and pickup latency (on the embedded database by default), in a
@@ -194,6 +208,8 @@ def bench(
             progress_factory=factory,
             duration=duration,
             steady_rate=steady_rate,
+            background_rate=background_rate,
+            in_flight=in_flight,
         )
     if as_json:
         print_json(bench_module.as_json(env, results))
@@ -208,7 +224,9 @@ def bench(
         table.add_column(column)
     for r in results:
         details = ", ".join(f"{k}={v}" for k, v in r.details.items() if k != "samples")
-        rate_text = "-" if r.workload == "latency" else f"{r.per_second:,.0f}"
+        rate_text = (
+            "-" if r.workload in ("latency", "latency-loaded", "memory") else f"{r.per_second:,.0f}"
+        )
         table.add_row(r.workload, f"{r.jobs:,}", f"{r.seconds:.2f}", rate_text, details)
     out.print(table)
 
