@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import time
 from contextlib import ExitStack
 from typing import Any
@@ -262,7 +263,7 @@ def run(url: str, held: int, rounds: int, jobs: int, concurrency: int) -> dict[s
                     app.close()
                 outcome["round"] = n
                 result["rounds"].append(outcome)
-                print(json.dumps(outcome), flush=True)
+                print(json.dumps(outcome), file=sys.stderr, flush=True)
         result["drop"] = drop_partition(url, meters["move"], apps["move"].settings.schema_name)
     return result
 

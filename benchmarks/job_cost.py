@@ -18,7 +18,8 @@ pass (``Retention.run_once``, window 0, its vacuum off) and vacuums again. For e
 - sizes: heap, indexes, total, per relation;
 - time: the phase's wall clock (on a shared machine only indicative).
 
-It needs a superuser (``CREATE EXTENSION pg_walinspect, pgstattuple``; the slot):
+It needs a superuser: it creates the extensions ``pg_walinspect`` and ``pgstattuple`` in the
+database if missing, and the slot:
 
     .venv/bin/python benchmarks/job_cost.py --url postgresql://127.0.0.1:5432/scaling_costs \
         [--jobs 50000] [--single 2000] [--concurrency 200] [--json]
@@ -101,6 +102,8 @@ class WalMeter:
 
     def __init__(self, url: str, schema: str) -> None:
         self.conn = psycopg.connect(url, autocommit=True)
+        for extension in ("pg_walinspect", "pgstattuple"):  # contrib, shipped with the server
+            self.conn.execute(f"CREATE EXTENSION IF NOT EXISTS {extension}")
         self.schema = schema
         slot = f"tickwork_wal_meter_{os.getpid()}_{id(self)}"
         # temporary (dropped with this session), reserving WAL from now on
@@ -315,12 +318,11 @@ def measure(url: str, jobs: int, single: int, concurrency: int) -> dict[str, Any
                 lambda: in_app(lambda a: asyncio.run(_drain(a, total, concurrency))),
             )
             sizes_drained = index_sizes(meter.wal.conn, schema)
-            folded = meter.run(
+            meter.run(
                 "rollup fold",
                 total,
                 lambda: {"folded": in_app(lambda a: asyncio.run(_with_pool(a, "fold")))},
             )
-            del folded
             meter.run(
                 "vacuum after drain",
                 total,
