@@ -22,7 +22,7 @@ It needs a superuser: it creates the extensions ``pg_walinspect`` and ``pgstattu
 database if missing, and the slot:
 
     .venv/bin/python benchmarks/job_cost.py --url postgresql://127.0.0.1:5432/scaling_costs \
-        [--jobs 50000] [--single 2000] [--concurrency 200] [--json]
+        [--jobs 50000] [--single 2000] [--concurrency 200] [--fillfactor N] [--json]
 """
 
 from __future__ import annotations
@@ -283,12 +283,16 @@ async def _with_pool(app: App, what: str, settings: RetentionSettings | None = N
     return (await Retention(pool, store, settings).run_once()).deleted
 
 
-def measure(url: str, jobs: int, single: int, concurrency: int) -> dict[str, Any]:
+def measure(
+    url: str, jobs: int, single: int, concurrency: int, fillfactor: int | None = None
+) -> dict[str, Any]:
     owner = make_app(database_url=url)
     schema = owner.settings.schema_name
     with own_schema(owner):
         reset(owner)
         meter = Meter(url, schema)
+        if fillfactor is not None:  # an experiment on the scratch schema only
+            meter.wal.conn.execute(f"ALTER TABLE {schema}.jobs SET (fillfactor = {fillfactor})")
         try:
 
             def in_app(fn: Any, **settings: Any) -> Any:
@@ -366,6 +370,7 @@ def measure(url: str, jobs: int, single: int, concurrency: int) -> dict[str, Any
         },
         "jobs": total,
         "concurrency": concurrency,
+        "jobs_fillfactor": fillfactor,
         "index_bytes_enqueued": sizes_enqueued,
         "index_bytes_drained": sizes_drained,
         "phases": [asdict(p) for p in meter.phases],
@@ -375,7 +380,8 @@ def measure(url: str, jobs: int, single: int, concurrency: int) -> dict[str, Any
 def report(result: dict[str, Any]) -> str:
     lines = [
         f"{result['environment']['postgres']}",
-        f"jobs: {result['jobs']}, drain concurrency {result['concurrency']}",
+        f"jobs: {result['jobs']}, drain concurrency {result['concurrency']},"
+        f" jobs fillfactor {result.get('jobs_fillfactor') or 'default'}",
         "",
         f"{'phase':22} {'jobs':>7} {'s':>7} {'WAL B/job':>10} {'FPI B/job':>10}"
         f" {'recs/job':>9} {'server WAL B/job':>17} {'ckpt':>5}",
@@ -416,9 +422,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=50_000, help="enqueued in batches of 1,000")
     parser.add_argument("--single", type=int, default=2_000, help="enqueued one at a time")
     parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument(
+        "--fillfactor", type=int, help="set on the scratch schema's jobs table (an experiment)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = measure(args.url, args.jobs, args.single, args.concurrency)
+    result = measure(args.url, args.jobs, args.single, args.concurrency, args.fillfactor)
     print(json.dumps(result, indent=2, default=str) if args.json else report(result))
 
 
