@@ -243,7 +243,12 @@ def drop_partition(url: str, meter: WalMeter, schema: str) -> dict[str, Any]:
 
 def run(url: str, held: int, rounds: int, jobs: int, concurrency: int) -> dict[str, Any]:
     apps = {mode: make_app(database_url=url) for mode in ("delete", "move")}
-    result: dict[str, Any] = {"held": held, "round_jobs": jobs, "concurrency": concurrency}
+    result: dict[str, Any] = {
+        "held": held,
+        "round_jobs": jobs,
+        "concurrency": concurrency,
+        "schemas": {mode: app.settings.schema_name for mode, app in apps.items()},
+    }
     with ExitStack() as stack:
         for app in apps.values():
             stack.enter_context(own_schema(app))

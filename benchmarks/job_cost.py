@@ -233,6 +233,21 @@ class Meter:
         self.wal = WalMeter(url, schema)
         self.phases: list[Phase] = []
 
+    def settled(self, deadline: float = 30.0) -> dict[str, dict[str, int]]:
+        """The counters once the phase's backends have reported them: a backend reports when
+        it exits (the phase closed its pools) or within a second of going idle, so read
+        until two reads half a second apart agree, a second after the phase at the earliest."""
+        time.sleep(1.0)
+        last = table_stats(self.wal.conn, self.schema)
+        give_up = time.monotonic() + deadline
+        while time.monotonic() < give_up:
+            time.sleep(0.5)
+            now = table_stats(self.wal.conn, self.schema)
+            if now == last:
+                break
+            last = now
+        return last
+
     def run(self, name: str, jobs: int, body: Any) -> Phase:
         before = table_stats(self.wal.conn, self.schema)
         self.wal.start()
@@ -240,8 +255,7 @@ class Meter:
         extra = body() or {}
         seconds = time.perf_counter() - started
         wal = self.wal.stop()
-        time.sleep(1.5)  # a backend reports its counters within a second of going idle
-        after = table_stats(self.wal.conn, self.schema)
+        after = self.settled()
         phase = Phase(name, jobs, seconds, wal, _delta(before, after), extra)
         self.phases.append(phase)
         return phase
@@ -368,6 +382,7 @@ def measure(
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
         },
+        "schema": schema,
         "jobs": total,
         "concurrency": concurrency,
         "jobs_fillfactor": fillfactor,
