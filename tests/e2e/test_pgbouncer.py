@@ -318,3 +318,23 @@ def test_statement_timeout_set_on_the_role_applies_through_the_pooler(
                     role=pgsql.Identifier(role)
                 )
             )
+
+
+def test_a_pooler_not_declared_is_named_in_the_log_at_migration(
+    bouncer: Bouncer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``database_pooler`` left at ``none`` with a URL through PgBouncer: the migration says
+    so (a worker's pools would then be refused: they send settings at connect); the same URL
+    straight to PostgreSQL says nothing."""
+    fresh = f"tw_undeclared_{secrets.token_hex(3)}"
+    try:
+        with caplog.at_level("WARNING", logger="tickwork.db"):
+            App(database_url=bouncer.direct_url, schema=fresh).migrate()
+            assert "connection pooler" not in caplog.text
+            App(database_url=bouncer.pooled_url, schema=fresh).migrate()
+        assert 'set database_pooler = "transaction"' in caplog.text
+    finally:
+        with psycopg.connect(bouncer.direct_url, autocommit=True) as conn:
+            conn.execute(
+                pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(fresh))
+            )

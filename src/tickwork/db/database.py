@@ -161,6 +161,19 @@ class Database:
         if self.pooler:
             _refuse_pooled(conn.info.backend_pid, self.store.connection_backend_pid_sync(conn))
 
+    def warn_if_pooled(self, conn: psycopg.Connection[Any]) -> None:
+        """Without ``database_pooler``, say so in the log when ``conn`` goes through a pooler
+        all the same: in session mode that is fine, in transaction mode the worker's pools
+        are refused (their settings at connect) and the migrations' lock could be left held."""
+        if not self.pooler and conn.info.backend_pid != self.store.connection_backend_pid_sync(
+            conn
+        ):
+            log.warning(
+                "the database connection goes through a connection pooler: in transaction"
+                ' mode set database_pooler = "transaction" and database_direct_url'
+                " (docs/deployment.md, Behind PgBouncer)"
+            )
+
     async def check_direct_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """:meth:`check_direct` for an async connection."""
         if self.pooler:
