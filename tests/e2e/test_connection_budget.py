@@ -1,8 +1,8 @@
 """The connection budget of docs/deployment.md ("How many connections") holds for real
-processes under load: a ``tickwork worker`` and a ``tickwork serve`` are driven until their
-pools fill (the tables they write locked, so every caller holds its connection and the pools
-grow to their limits), and the sessions each process has in ``pg_stat_activity`` never pass
-the formula.
+processes under load: a ``tickwork worker`` draining jobs with the tables it writes locked
+(every caller then holds its connection, and the pools grow toward their limits), and a
+``tickwork serve`` whose API pool is filled by requests waiting on a locked table; the
+sessions each process has in ``pg_stat_activity`` never pass the formula.
 
 A process's sessions are found by its sockets' local ports (``client_port``): its LISTEN
 connections carry names of their own (``tickwork-listen-<id>``, ``tickwork-sessions``), so an
@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,8 +35,8 @@ from .support import HANG_GUARD, free_port, wait_for
 E2E_DIR = Path(__file__).parent
 POOL_MAX_SIZE = 3
 """``pool_max_size`` of the processes under test: small, so the load fills it."""
-LOCKED = ("jobs", "executions", "leases", "workers", "worker_metrics", "migrations")
-"""What the load locks: every pool's callers then wait holding their connections."""
+WRITTEN = ("jobs", "executions", "leases", "workers", "worker_metrics")
+"""What a worker's load locks: every pool's callers then wait holding their connections."""
 
 
 def worker_budget(concurrency: int, pool_max_size: int) -> int:
@@ -57,8 +58,8 @@ class Sessions:
     dsn: str
     server_port: int
     samples: list[int] = field(default_factory=list)
-    waiting: int = 0
-    """Of the last sample, the sessions waiting for a lock."""
+    waiting_on: Counter[str] = field(default_factory=Counter)
+    """Of the last sample, the sessions waiting for a lock, by table."""
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -87,12 +88,14 @@ class Sessions:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             while not self._stop.wait(0.01):  # a sampling rate, not synchronisation
                 rows = conn.execute(
-                    "SELECT wait_event_type FROM pg_stat_activity"
+                    "SELECT (SELECT c.relname FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                    "        WHERE l.pid = a.pid AND NOT l.granted LIMIT 1)"
+                    " FROM pg_stat_activity a"
                     " WHERE client_port = ANY(%s) AND backend_type = 'client backend'",
                     [self._ports()],
                 ).fetchall()
                 self.samples.append(len(rows))
-                self.waiting = sum(1 for (kind,) in rows if kind == "Lock")
+                self.waiting_on = Counter(table for (table,) in rows if table is not None)
 
 
 @pytest.fixture
@@ -140,9 +143,9 @@ def start(
     return process
 
 
-def locked(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
-    """In ``conn``'s open transaction: lock every table the processes write."""
-    for table in LOCKED:
+def locked(conn: psycopg.Connection[tuple[object, ...]], schema: str, *tables: str) -> None:
+    """In ``conn``'s open transaction: lock ``tables`` against readers and writers."""
+    for table in tables:
         conn.execute(
             pgsql.SQL("LOCK TABLE {}.{} IN ACCESS EXCLUSIVE MODE").format(
                 pgsql.Identifier(schema), pgsql.Identifier(table)
@@ -184,9 +187,12 @@ def test_a_worker_stays_within_its_connection_budget(
             wait_for(lambda: sessions.most >= 4, "the worker's pools and LISTEN to open")
             flood(app, 400)
             with psycopg.connect(database_url) as blocker:
-                locked(blocker, schema)
+                locked(blocker, schema, *WRITTEN)
                 # claims and outcome writes queue behind the locks, each holding its connection
-                wait_for(lambda: sessions.waiting >= 3, "the worker's callers to wait on locks")
+                wait_for(
+                    lambda: sessions.waiting_on.total() >= 3,
+                    "the worker's callers to wait on locks",
+                )
                 blocker.rollback()
             wait_for(lambda: done(app, schema) >= 400, "the worker to drain its jobs")
         assert worker.poll() is None, (tmp_path / "worker.log").read_text()
@@ -229,11 +235,12 @@ def test_serve_stays_within_its_connection_budget(
                 psycopg.connect(database_url) as blocker,
                 ThreadPoolExecutor(4 * POOL_MAX_SIZE) as requests,
             ):
-                locked(blocker, schema)
+                locked(blocker, schema, "migrations")
                 # every probe waits for the locked migrations table holding an API connection
+                # (nothing else reads it): the app's pool is full, the others hold at least one
                 answers = [requests.submit(ready, url) for _ in range(4 * POOL_MAX_SIZE)]
                 wait_for(
-                    lambda: sessions.waiting >= POOL_MAX_SIZE,
+                    lambda: sessions.waiting_on["migrations"] >= POOL_MAX_SIZE,
                     "the API's pool to fill with waiting requests",
                 )
                 blocker.rollback()
@@ -241,6 +248,7 @@ def test_serve_stays_within_its_connection_budget(
                     answer.result(HANG_GUARD)
             wait_for(lambda: done(app, schema) >= 200, "serve's executor to drain its jobs")
         assert serve.poll() is None, (tmp_path / "serve.log").read_text()
+        # full app pool + the executor's outcome and claim pools (one each at least) + 2 LISTENs
         assert POOL_MAX_SIZE + 4 <= sessions.most <= budget, (sessions.most, budget)
     finally:
         app.close()
