@@ -230,10 +230,9 @@ class Database:
     async def connect_async(self, *, autocommit: bool = True) -> psycopg.AsyncConnection[Any]:
         """A new async connection, not pooled (the caller closes it), to
         :attr:`direct_url`."""
-        url = await asyncio.to_thread(lambda: self.direct_url)
         try:
             conn = await psycopg.AsyncConnection.connect(
-                url, autocommit=autocommit, connect_timeout=self._connect_timeout
+                self.direct_url, autocommit=autocommit, connect_timeout=self._connect_timeout
             )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
