@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import psutil
 import psycopg
 import pytest
 from psycopg import sql as pgsql
@@ -24,7 +27,7 @@ from tickwork.errors import ConfigError, DatabaseError
 
 from . import budget_app
 from .pgbouncer_support import SERVER_CONNECTIONS, Bouncer, running_bouncer
-from .support import HANG_GUARD, wait_for
+from .support import HANG_GUARD, free_port, wait_for
 
 E2E_DIR = Path(__file__).parent
 JOBS = 120
@@ -338,3 +341,87 @@ def test_a_pooler_not_declared_is_named_in_the_log_at_migration(
             conn.execute(
                 pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(fresh))
             )
+
+
+def test_serve_runs_through_pgbouncer(
+    bouncer: Bouncer, db_env: dict[str, str], schema: str, clean: None, tmp_path: Path
+) -> None:
+    """``serve`` behind the pooler: the first administrator made, a sign-in (advisory locks
+    held for its transaction), API reads, a job enqueued over the API and run by serve's own
+    executor, its session watch listening on the direct URL; it stops cleanly."""
+    password = "correct horse battery staple"
+    port = free_port()
+    env = pooler_env(db_env, bouncer) | {
+        "TICKWORK_ADMIN_EMAIL": "pooled@example.com",
+        "TICKWORK_ADMIN_PASSWORD": password,
+    }
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        serve = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tickwork",
+                "serve",
+                "--app",
+                "budget_app:app",
+                "--port",
+                f"{port}",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: ready(url), "serve to answer /readyz through the pooler")
+        with httpx.Client(base_url=url, timeout=HANG_GUARD) as client:
+            login = client.post(
+                "/api/auth/login", json={"email": "pooled@example.com", "password": password}
+            )
+            assert login.status_code == 200, login.text
+            auth = {"Authorization": f"Bearer {login.json()['access_token']}"}
+            users = client.get("/api/users", headers=auth)
+            assert [u["email"] for u in users.json()] == ["pooled@example.com"]
+            made = client.post(
+                "/api/jobs", headers=auth, json={"task": "budget.sync", "args": {"seconds": 0}}
+            )
+            assert made.status_code == 201, made.text
+            job_id = made.json()["id"]
+            finished = wait_for(
+                lambda: (
+                    body
+                    if (body := client.get(f"/api/jobs/{job_id}", headers=auth).json())["state"]
+                    == "SUCCEEDED"
+                    else None
+                ),
+                "serve's executor to run the job",
+            )
+            assert finished["result"] == "sync"
+        with psycopg.connect(bouncer.direct_url, autocommit=True) as direct:
+            watching = direct.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tickwork-sessions'"
+                " AND query ILIKE 'LISTEN%%' AND client_port = ANY(%s)",
+                [serve_ports(serve.pid)],
+            ).fetchone()
+            assert watching == (1,)
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(HANG_GUARD) == 0, log_path.read_text()
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait(HANG_GUARD)
+    output = log_path.read_text(errors="replace")
+    assert "unsupported startup parameter" not in output and "does not exist" not in output
+
+
+def ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=HANG_GUARD).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def serve_ports(pid: int) -> list[int]:
+    """Local ports of ``pid``'s TCP connections (its sessions' ``client_port``)."""
+    return [s.laddr.port for s in psutil.Process(pid).net_connections("tcp") if s.raddr]
