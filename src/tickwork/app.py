@@ -609,6 +609,7 @@ class App:
     def migrate(self) -> list[int]:
         """Apply pending schema migrations; return the versions applied now."""
         with self.db.connect() as conn:
+            self.db.warn_if_pooled(conn)
             return migrate(conn, self.db.store)
 
     def worker(

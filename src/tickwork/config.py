@@ -40,6 +40,7 @@ DEFAULT_CONFIG_FILE = "tickwork.toml"
 DEFAULT_POOL_MIN_SIZE = 1
 DEFAULT_POOL_MAX_SIZE = 10
 DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_DATABASE_POOLER: Literal["none", "transaction"] = "none"
 
 DEFAULT_QUEUE = "default"
 DEFAULT_PRIORITY = 0
@@ -101,7 +102,7 @@ DEFAULT_SIGNAL_STUCK_AFTER = 600.0
 DEFAULT_SIGNAL_RETENTION_DAYS = 7.0
 SIGNAL_RETENTION_REACTOR = "signal-retention"
 
-SECRET_FIELDS = ("database_url", "secret", "password")
+SECRET_FIELDS = ("database_url", "direct_url", "secret", "password")
 """A setting whose name contains one of these is never echoed in an error."""
 
 SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,53}\Z")
@@ -557,6 +558,17 @@ class Settings(BaseSettings):
 
     database_url: SecretStr | None = None
     """The PostgreSQL URL; unset: the embedded server (under ``data_dir``)."""
+    database_pooler: Literal["none", "transaction"] = DEFAULT_DATABASE_POOLER
+    """What ``database_url`` reaches: ``none``, PostgreSQL itself or a pooler in session
+    mode; ``transaction``, a pooler in transaction mode (PgBouncer's ``pool_mode =
+    transaction``), whose clients share server sessions: tickwork's pooled connections then
+    prepare no statements and send no session settings (no ``options``), and every connection
+    that needs a session of its own goes to ``database_direct_url``."""
+    database_direct_url: SecretStr | None = None
+    """PostgreSQL itself, for the connections that need a session of their own: LISTEN (the
+    workers', the API's, ``wait``'s), migrations (a session advisory lock) and the other
+    one-off connections; unset: ``database_url``. Required with ``database_pooler =
+    "transaction"``, where each such connection checks that it does not go through a pooler."""
     schema_name: str = Field(
         DEFAULT_SCHEMA, validation_alias=AliasChoices("schema", "TICKWORK_SCHEMA", "schema_name")
     )
@@ -605,6 +617,10 @@ class Settings(BaseSettings):
             )
         if self.database_url is not None:
             _check_url(self.database_url.get_secret_value())
+        if self.database_direct_url is not None:
+            _check_url(self.database_direct_url.get_secret_value(), "database_direct_url")
+        if self.database_pooler == "transaction":
+            _check_pooler(self.database_url, self.database_direct_url)
         if self.pool_max_size < self.pool_min_size:
             raise ValueError(
                 f"pool_max_size ({self.pool_max_size}) must be at least "
@@ -628,7 +644,7 @@ class Settings(BaseSettings):
         return tuple(sources)
 
 
-def _check_url(url: str) -> None:
+def _check_url(url: str, field: str = "database_url") -> None:
     """Refuse a database URL libpq cannot parse, without echoing it (it may hold a
     password, and the driver's own message quotes the whole URL)."""
     try:
@@ -637,9 +653,51 @@ def _check_url(url: str) -> None:
         scheme = url.split("://", 1)[0] if "://" in url else None
         hint = f" (its scheme is {scheme!r})" if scheme and scheme.isalnum() else ""
         raise ValueError(
-            "database_url (<redacted>) must be a PostgreSQL URL, postgresql://user:password@"
+            f"{field} (<redacted>) must be a PostgreSQL URL, postgresql://user:password@"
             f"host:port/database, or a key=value connection string{hint}"
         ) from None
+
+
+def _check_pooler(url: SecretStr | None, direct: SecretStr | None) -> None:
+    """``database_pooler = "transaction"`` needs the pooler's URL, a direct URL that is not
+    the same address, and no session settings sent at connect (a transaction pooler refuses
+    the ``options`` startup parameter, and would hand those settings to other clients)."""
+    if url is None:
+        raise ValueError(
+            "database_pooler ('transaction') needs database_url: the pooler's address (the"
+            " embedded server has no pooler in front of it)"
+        )
+    if direct is None:
+        raise ValueError(
+            "database_pooler ('transaction') needs database_direct_url: PostgreSQL itself,"
+            " for LISTEN and migrations, which a transaction pooler cannot carry"
+        )
+    pooled, direct_params = (
+        conninfo_to_dict(url.get_secret_value()),
+        conninfo_to_dict(direct.get_secret_value()),
+    )
+    if _address(pooled) == _address(direct_params):
+        raise ValueError(
+            "database_direct_url (<redacted>) must reach PostgreSQL itself, not the pooler at"
+            f" database_url ({_address(pooled)})"
+        )
+    for source, given in (
+        ("database_url's options", pooled.get("options")),
+        ("PGOPTIONS", os.environ.get("PGOPTIONS")),
+    ):
+        if given and str(given).strip():
+            raise ValueError(
+                f"database_pooler ('transaction'): {source} ({given!r}) are session settings"
+                " a transaction pooler refuses at connect (and would share between clients);"
+                " set them on the role instead: ALTER ROLE ... SET name = value"
+            )
+
+
+def _address(params: dict[str, Any]) -> str:
+    """``host:port`` of parsed connection parameters (libpq's defaults where not given)."""
+    host = params.get("host") or params.get("hostaddr") or os.environ.get("PGHOST") or "local"
+    port = params.get("port") or os.environ.get("PGPORT") or "5432"
+    return f"{host}:{port}"
 
 
 def _config_file() -> Path | None:

@@ -187,7 +187,9 @@ async def _serve(
 
         webhooks_only = not options.roles & {"api", "mcp"}
 
-        auth = AuthService(pool, app.db.store, app.settings.auth)
+        auth = AuthService(
+            pool, app.db.store, app.settings.auth, connect_listener=app.db.connect_listener
+        )
         await auth.start()
         running.append(asyncio.create_task(auth.watch_sessions(background_stop), name="sessions"))
         if "api" in options.roles:  # a webhook or MCP process makes no users

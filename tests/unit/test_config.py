@@ -130,3 +130,63 @@ def test_a_schema_name_leaves_room_for_the_longest_notification_channel() -> Non
     assert load_settings(schema="s" * 54).schema_name == "s" * 54
     with pytest.raises(ConfigError, match="at most 54"):
         load_settings(schema="s" * 55)
+
+
+POOLER = "postgresql://tw:canary-9c1@pooler.internal:6432/app"
+DIRECT = "postgresql://tw:canary-9c1@db.internal:5432/app"
+
+
+def test_a_transaction_pooler_needs_a_direct_url() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(database_url=POOLER, database_pooler="transaction")
+    assert "database_direct_url" in str(caught.value) and "LISTEN" in str(caught.value)
+    with pytest.raises(ConfigError, match="needs database_url"):
+        load_settings(database_pooler="transaction", database_direct_url=DIRECT)
+    settings = load_settings(
+        database_url=POOLER, database_pooler="transaction", database_direct_url=DIRECT
+    )
+    assert settings.database_pooler == "transaction"
+
+
+def test_a_direct_url_at_the_poolers_address_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(
+            database_url=POOLER,
+            database_pooler="transaction",
+            database_direct_url=POOLER.replace("/app", "/other"),
+        )
+    message = str(caught.value)
+    assert "database_direct_url (<redacted>) must reach PostgreSQL itself" in message
+    assert "pooler.internal:6432" in message and "canary-9c1" not in message
+
+
+def test_a_malformed_direct_url_is_named_and_not_echoed() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(database_direct_url="postgresq://u:canary-9c1@x/y")
+    assert "database_direct_url" in str(caught.value) and "canary-9c1" not in str(caught.value)
+
+
+def test_session_settings_at_connect_are_refused_behind_a_transaction_pooler(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pooler refuses the ``options`` startup parameter: said at start-up, with the remedy,
+    rather than by every connection (and the direct path takes them as before)."""
+    with_options = POOLER + "?options=-c%20statement_timeout%3D5s"
+    with pytest.raises(ConfigError) as caught:
+        load_settings(
+            database_url=with_options, database_pooler="transaction", database_direct_url=DIRECT
+        )
+    assert "database_url's options ('-c statement_timeout=5s')" in str(caught.value)
+    assert "ALTER ROLE" in str(caught.value)
+    assert load_settings(database_url=with_options).database_pooler == "none"
+    monkeypatch.setenv("PGOPTIONS", "-c jit=off")
+    with pytest.raises(ConfigError, match="PGOPTIONS"):
+        load_settings(
+            database_url=POOLER, database_pooler="transaction", database_direct_url=DIRECT
+        )
+
+
+def test_pooler_modes_are_named() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(database_pooler="session")
+    assert "database_pooler ('session')" in str(caught.value)

@@ -68,7 +68,9 @@ class ControlPlane:
         settings = self.app.settings
         # requests wait this long for a connection, then answer 503 (as under serve)
         pool = await self.app.db.async_pool(timeout=settings.api.database_wait)
-        auth = AuthService(pool, self.app.db.store, settings.auth)
+        auth = AuthService(
+            pool, self.app.db.store, settings.auth, connect_listener=self.app.db.connect_listener
+        )
         await auth.start()
         if settings.auth.admin_password is not None:  # never a generated one: no one would see it
             await auth.bootstrap_admin(

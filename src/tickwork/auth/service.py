@@ -23,6 +23,7 @@ import functools
 import logging
 import secrets
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -90,6 +91,8 @@ SESSION_WATCH_POLL = 1.0
 """Seconds between looks at the stop event while waiting for notifications."""
 SESSION_WATCH_RECONNECT = 1.0
 """Seconds before the session watch connects again after losing its connection."""
+SESSION_WATCH_NAME = "tickwork-sessions"
+"""``application_name`` of the session watch's LISTEN connection."""
 SYSTEM_ACTOR = "system"
 ANONYMOUS_ACTOR = "anonymous"
 
@@ -119,10 +122,16 @@ class AuthService:
         pool: AsyncConnectionPool[Any],
         store: Store,
         settings: AuthSettings,
+        *,
+        connect_listener: Callable[[str], Awaitable[psycopg.AsyncConnection[Any]]] | None = None,
     ) -> None:
         self.pool = pool
         self.store = store
         self.settings = settings
+        self._connect_listener = connect_listener
+        """Opens :meth:`watch_sessions`' LISTEN connection, named by its argument
+        (``Database.connect_listener``: PostgreSQL itself, past a transaction pooler); None:
+        one more connection like the pool's."""
         self._key: str | None = None
         self._turns = Turns()  # password attempts on one account or address, one at a time
         self._sessions = SessionCache()
@@ -625,15 +634,20 @@ class AuthService:
         channel = self.store.channel("sessions")
         while not stop.is_set():
             try:
-                conninfo, kwargs = self.pool.conninfo, self.pool.kwargs
-                if not isinstance(conninfo, str):  # a pool of someone else's making
-                    log.warning("session watch needs a pool with a plain conninfo; not watching")
-                    await stop.wait()
-                    return
-                kwargs = kwargs if isinstance(kwargs, dict) else {}
-                conn = await psycopg.AsyncConnection.connect(
-                    conninfo, application_name="tickwork-sessions", **kwargs
-                )
+                if self._connect_listener is not None:
+                    conn = await self._connect_listener(SESSION_WATCH_NAME)
+                else:
+                    conninfo, kwargs = self.pool.conninfo, self.pool.kwargs
+                    if not isinstance(conninfo, str):  # a pool of someone else's making
+                        log.warning(
+                            "session watch needs a pool with a plain conninfo; not watching"
+                        )
+                        await stop.wait()
+                        return
+                    kwargs = kwargs if isinstance(kwargs, dict) else {}
+                    conn = await psycopg.AsyncConnection.connect(
+                        conninfo, application_name=SESSION_WATCH_NAME, **kwargs
+                    )
                 async with conn:
                     await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
                     self._sessions.clear()  # revocations sent while not listening are lost

@@ -2,6 +2,12 @@
 
 tickwork's own statements are single statements, so its pooled connections run in autocommit
 mode: each statement is its own transaction, with no BEGIN/COMMIT round trips.
+
+Behind a transaction pooler (``database_pooler = "transaction"``) consecutive statements of
+one pooled connection may run in different server sessions, so the pooled connections keep no
+session state: no prepared statements, no settings sent at connect. The connections that need
+a session of their own (LISTEN, migrations' advisory lock, the other unpooled ones) go to
+``database_direct_url`` instead, and check that nothing pools them.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from tickwork.db.driver_errors import one_line
 from tickwork.db.statements import Statements
 from tickwork.db.store import Store
 from tickwork.db.store.runner import cursor
-from tickwork.errors import DatabaseUnavailable
+from tickwork.errors import ConfigError, DatabaseUnavailable
 
 log = logging.getLogger("tickwork.db")
 
@@ -59,6 +65,17 @@ def fetch(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> li
     with cursor(conn, dict_row) as cur:
         cur.execute(sql, params)
         return list(cur.fetchall()) if cur.description is not None else []
+
+
+def _refuse_pooled(announced: int, server: int) -> None:
+    """A pooler answers a connection's startup with a key of its own, not the server process
+    id: the two differ on a connection that goes through one."""
+    if server != announced:
+        raise ConfigError(
+            "database_direct_url (<redacted>) goes through a connection pooler (its session's"
+            f" server process is {server}, the connection was told {announced}): point it at"
+            " PostgreSQL itself, which LISTEN and migrations need"
+        )
 
 
 class LoopEndedWhileConnecting(BaseException):
@@ -124,6 +141,45 @@ class Database:
             return self._url
 
     @property
+    def direct_url(self) -> str:
+        """The URL of the connections that need a session of their own (LISTEN, migrations,
+        the unpooled ones): ``database_direct_url``, else :attr:`url`."""
+        direct = self.settings.database_direct_url
+        if direct is not None:
+            return direct.get_secret_value()
+        return self.url
+
+    @property
+    def pooler(self) -> bool:
+        """True when :attr:`url` reaches a transaction pooler (``database_pooler``)."""
+        return self.settings.database_pooler == "transaction"
+
+    def check_direct(self, conn: psycopg.Connection[Any]) -> None:
+        """Behind a transaction pooler, refuse a connection to ``database_direct_url`` that
+        goes through a pooler after all: LISTEN there would never hear a notification, and
+        the migrations' lock would be held by whichever session ran it."""
+        if self.pooler:
+            _refuse_pooled(conn.info.backend_pid, self.store.connection_backend_pid_sync(conn))
+
+    def warn_if_pooled(self, conn: psycopg.Connection[Any]) -> None:
+        """Without ``database_pooler``, say so in the log when ``conn`` goes through a pooler
+        all the same: in session mode that is fine, in transaction mode the worker's pools
+        are refused (their settings at connect) and the migrations' lock could be left held."""
+        if not self.pooler and conn.info.backend_pid != self.store.connection_backend_pid_sync(
+            conn
+        ):
+            log.warning(
+                "the database connection goes through a connection pooler: in transaction"
+                ' mode set database_pooler = "transaction" and database_direct_url'
+                " (docs/deployment.md, Behind PgBouncer)"
+            )
+
+    async def check_direct_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """:meth:`check_direct` for an async connection."""
+        if self.pooler:
+            _refuse_pooled(conn.info.backend_pid, await self.store.connection_backend_pid(conn))
+
+    @property
     def _connect_timeout(self) -> int:
         # libpq takes whole seconds, and psycopg reads 0 as its default (130 s): round up
         return max(1, math.ceil(self.settings.connect_timeout))
@@ -138,6 +194,15 @@ class Database:
             "connect_timeout": self._connect_timeout,
             **KEEPALIVES,
         }
+        if self.pooler:
+            # Through a transaction pooler the next statement may run in another server
+            # session, where a statement psycopg prepared (after prepare_threshold runs) does
+            # not exist; settings sent at connect are refused ("unsupported startup
+            # parameter"), and set in a session they would stay with it for other clients.
+            # The cost: every statement is planned anew (plan_cache_mode is moot), and JIT
+            # is the server's or the role's setting (docs/deployment.md, Behind PgBouncer).
+            kwargs["prepare_threshold"] = None
+            return kwargs
         if server_settings:
             given = conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS", "")
             ours = " ".join(f"-c {name}={value}" for name, value in server_settings.items())
@@ -145,26 +210,40 @@ class Database:
         return kwargs
 
     def connect(self, *, autocommit: bool = True) -> psycopg.Connection[Any]:
-        """A new sync connection, not pooled (the caller closes it)."""
+        """A new sync connection, not pooled (the caller closes it), to
+        :attr:`direct_url`."""
         try:
-            return psycopg.connect(
-                self.url, autocommit=autocommit, connect_timeout=self._connect_timeout
+            conn = psycopg.connect(
+                self.direct_url, autocommit=autocommit, connect_timeout=self._connect_timeout
             )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
                 f"could not connect to the database: {one_line(exc)}"
             ) from exc
+        try:
+            self.check_direct(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     async def connect_async(self, *, autocommit: bool = True) -> psycopg.AsyncConnection[Any]:
-        """A new async connection, not pooled (the caller closes it)."""
+        """A new async connection, not pooled (the caller closes it), to
+        :attr:`direct_url`."""
         try:
-            return await psycopg.AsyncConnection.connect(
-                self.url, autocommit=autocommit, connect_timeout=self._connect_timeout
+            conn = await psycopg.AsyncConnection.connect(
+                self.direct_url, autocommit=autocommit, connect_timeout=self._connect_timeout
             )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
                 f"could not connect to the database: {one_line(exc)}"
             ) from exc
+        try:
+            await self.check_direct_async(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
 
     def pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
         """The process's sync pool, opened on first use."""
@@ -252,12 +331,18 @@ class Database:
         return pool
 
     async def connect_listener(self, name: str) -> psycopg.AsyncConnection[Any]:
-        """A new async connection for LISTEN (the caller closes it), with tickwork's
-        connection settings, named ``name`` in ``pg_stat_activity``."""
-        url = await asyncio.to_thread(lambda: self.url)
-        return await psycopg.AsyncConnection.connect(
+        """A new async connection for LISTEN (the caller closes it) to :attr:`direct_url`,
+        with tickwork's connection settings, named ``name`` in ``pg_stat_activity``."""
+        url = await asyncio.to_thread(lambda: self.direct_url)
+        conn = await psycopg.AsyncConnection.connect(
             url, application_name=name, **self.connection_kwargs(url)
         )
+        try:
+            await self.check_direct_async(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
 
     def close(self) -> None:
         """Close the sync pool, the async pools of event loops that have ended, and those of

@@ -55,3 +55,8 @@ LIMIT %(limit)s;
 
 -- name: health_autovacuum
 SELECT current_setting('autovacuum')::bool AS autovacuum;
+
+-- name: connection_backend_pid
+-- The server process of this session. A pooler answers the connection's startup with its own
+-- key (not a server process id), so the two differ on a connection that goes through one.
+SELECT pg_backend_pid() AS pid;

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tickwork.db.store.runner import AsyncConn, Row, Runner
+from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
 
 
 class HealthStatements(Runner):
@@ -24,3 +24,11 @@ class HealthStatements(Runner):
         """The ``limit`` oldest snapshot holders of the cluster (sessions, prepared
         transactions, replication slots), oldest first."""
         return await self._rows(conn, "health_xmin_horizon", {"limit": limit})
+
+    async def connection_backend_pid(self, conn: AsyncConn) -> int:
+        """The server process of ``conn``'s session (a pooler's connection was told another)."""
+        return int((await self._rows(conn, "connection_backend_pid", {}))[0]["pid"])
+
+    def connection_backend_pid_sync(self, conn: Conn) -> int:
+        """:meth:`connection_backend_pid` on a sync connection."""
+        return int(self._rows_sync(conn, "connection_backend_pid", {})[0]["pid"])
