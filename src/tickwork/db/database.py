@@ -33,16 +33,6 @@ log = logging.getLogger("tickwork.db")
 Row = dict[str, Any]
 T = TypeVar("T")
 
-KEEPALIVES: dict[str, int] = {
-    "keepalives": 1,
-    "keepalives_idle": 5,
-    "keepalives_interval": 2,
-    "keepalives_count": 3,
-    "tcp_user_timeout": 15_000,
-}
-"""TCP settings of tickwork's connections: a network that silently drops packets (no reset,
-no close) is noticed within about 11 s of silence, or 15 s of unacknowledged writes, instead
-of the operating system's minutes."""
 POOL_TIMEOUT = 30.0
 """Seconds a caller waits for a pooled connection (psycopg_pool's default)."""
 CLOSE_OTHER_LOOP_TIMEOUT = 10.0
@@ -128,16 +118,20 @@ class Database:
         # libpq takes whole seconds, and psycopg reads 0 as its default (130 s): round up
         return max(1, math.ceil(self.settings.connect_timeout))
 
+    def tcp_kwargs(self, url: str) -> dict[str, Any]:
+        """The connect timeout and the TCP settings (``settings.tcp``) as libpq parameters,
+        leaving out those the URL sets itself (the URL's win: a keyword argument would
+        override them)."""
+        given = conninfo_to_dict(url)
+        ours = {"connect_timeout": self._connect_timeout, **self.settings.tcp.libpq()}
+        return {name: value for name, value in ours.items() if name not in given}
+
     def connection_kwargs(self, url: str, **server_settings: str) -> dict[str, Any]:
         """Keyword arguments for tickwork's own pooled connections: autocommit, the connect
-        timeout, TCP keepalives (:data:`KEEPALIVES`), and ``server_settings`` added to the
+        timeout and TCP settings (:meth:`tcp_kwargs`), and ``server_settings`` added to the
         options the URL (or ``PGOPTIONS``) already gives, which an ``options`` argument would
         otherwise replace."""
-        kwargs: dict[str, Any] = {
-            "autocommit": True,
-            "connect_timeout": self._connect_timeout,
-            **KEEPALIVES,
-        }
+        kwargs: dict[str, Any] = {"autocommit": True, **self.tcp_kwargs(url)}
         if server_settings:
             given = conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS", "")
             ours = " ".join(f"-c {name}={value}" for name, value in server_settings.items())
@@ -146,10 +140,9 @@ class Database:
 
     def connect(self, *, autocommit: bool = True) -> psycopg.Connection[Any]:
         """A new sync connection, not pooled (the caller closes it)."""
+        url = self.url
         try:
-            return psycopg.connect(
-                self.url, autocommit=autocommit, connect_timeout=self._connect_timeout
-            )
+            return psycopg.connect(url, autocommit=autocommit, **self.tcp_kwargs(url))
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
                 f"could not connect to the database: {one_line(exc)}"
@@ -157,9 +150,10 @@ class Database:
 
     async def connect_async(self, *, autocommit: bool = True) -> psycopg.AsyncConnection[Any]:
         """A new async connection, not pooled (the caller closes it)."""
+        url = await asyncio.to_thread(lambda: self.url)
         try:
             return await psycopg.AsyncConnection.connect(
-                self.url, autocommit=autocommit, connect_timeout=self._connect_timeout
+                url, autocommit=autocommit, **self.tcp_kwargs(url)
             )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
