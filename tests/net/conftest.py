@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tickwork import App
+from tickwork import App, JobContext
 
 from ..conftest import TABLES
 from . import netns, pgserver
@@ -90,3 +90,28 @@ def fleet(network: netns.Network, net_url: str, tmp_path: Path) -> Iterator[Flee
         yield hosts
     finally:
         hosts.close()
+
+
+@pytest.fixture
+def tasks(net_app: App) -> App:
+    """``net_app`` with stubs under the worker app's task names, to enqueue them (the
+    handlers run only in the worker processes)."""
+
+    def not_here() -> None:
+        raise AssertionError("the handlers run only in the worker processes")
+
+    @net_app.task(name="e2e.work", max_attempts=50, pass_context=True)
+    def work(ctx: JobContext, seconds: float = 0.0) -> int:
+        not_here()
+        return 0
+
+    @net_app.task(name="e2e.linger", max_attempts=5, pass_context=True)
+    async def linger(ctx: JobContext, seconds: float, notes: str) -> int:
+        not_here()
+        return 0
+
+    @net_app.task(name="e2e.noop")
+    async def noop() -> None:
+        not_here()
+
+    return net_app

@@ -11,6 +11,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .netns import Host, Network
 
@@ -134,3 +135,17 @@ def wait_until(predicate, what: str, timeout: float = HANG_GUARD, guard=None, de
             extra = f"\n{detail()}" if detail is not None else ""
             raise AssertionError(f"timed out after {timeout}s waiting until {what}{extra}")
         time.sleep(0.05)
+
+
+def worker_id(sql: Any, process: Process) -> Any:
+    """The id ``process`` registered under in the workers table, once it has."""
+    return wait_until(
+        lambda: (
+            sql.execute(
+                "SELECT id FROM workers WHERE pid = %s ORDER BY started_at DESC LIMIT 1",
+                [process.pid],
+            ).fetchone()
+            or [None]
+        )[0],
+        f"{process.name} is registered",
+    )
