@@ -1,0 +1,110 @@
+"""A half-open connection: every packet between a worker host and the database dropped, with
+no reset and no close. The worker's connections must notice by their TCP settings
+(``settings.tcp``: keepalives and the user timeout), not after the kernel's two hours, and
+the worker must carry on by itself once the network heals. The times are figures, not
+assertions: the test only asserts that it happens, within a generous deadline."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tickwork import App, JobSpec
+
+from ..figures import record
+from .hosts import Fleet, wait_until, worker_id
+
+pytestmark = pytest.mark.e2e
+
+CHECK = "half-open connections: a worker host's packets dropped silently"
+NOTICED = {
+    "listen connection (idle)": "listen connection lost",
+    "a statement in flight": "lease renewal failed",
+}
+"""What the worker logs when each kind of connection is found dead."""
+DETECTION_GUARD = 120.0
+"""Not a timing assertion: how long the test waits for the worker to notice at all."""
+
+
+def backends(sql: Any, name: str) -> int:
+    row = sql.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name]
+    ).fetchone()
+    return int(row[0])
+
+
+def test_a_dead_link_is_noticed_by_the_connections_and_the_worker_recovers(
+    tasks: App, fleet: Fleet, net_sql: Any
+) -> None:
+    sql = net_sql
+    host = fleet.host()
+    w1 = fleet.worker(
+        host, "w1", WORKER__LEASE_RENEW_INTERVAL=1, WORKER__LEASE_TTL=30, WORKER__POLL_INTERVAL=1
+    )
+    w1_id = worker_id(sql, w1)
+    wait_until(lambda: backends(sql, "w1") >= 2, "w1 is connected (pool and listener)")
+    before = backends(sql, "w1")
+    logged_before = w1.log()
+
+    cut_on_server = sql.execute("SELECT now()").fetchone()[0]
+    fleet.network.partition(host)
+    cut_at = time.monotonic()
+    noticed: dict[str, float] = {}
+
+    def all_noticed() -> bool:
+        after = w1.log()[len(logged_before) :]
+        for kind, line in NOTICED.items():
+            if kind not in noticed and line in after:
+                noticed[kind] = time.monotonic() - cut_at
+        return len(noticed) == len(NOTICED)
+
+    wait_until(all_noticed, "w1 notices its dead connections", timeout=DETECTION_GUARD,
+               guard=fleet.assert_alive, detail=fleet.logs)  # fmt: skip
+    half_open = backends(sql, "w1")  # the server's side: nothing tells it the peer is gone
+
+    fleet.network.heal(host)
+    healed_at = time.monotonic()
+    [job] = tasks.enqueue_many([JobSpec(task="e2e.work", args={"seconds": 0})])
+    wait_until(
+        lambda: (
+            sql.execute("SELECT state FROM jobs WHERE id = %s", [job.id]).fetchone()[0]
+            == "SUCCEEDED"
+        ),
+        "w1 runs a job after the heal",
+        guard=fleet.assert_alive,
+        detail=fleet.logs,
+    )
+    back_in = time.monotonic() - healed_at
+    ran_by = sql.execute("SELECT worker_id FROM executions WHERE job_id = %s", [job.id])
+    assert ran_by.fetchone()[0] == w1_id
+    stale = sql.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'w1'"
+        " AND backend_start < %s",
+        [cut_on_server],
+    ).fetchone()[0]
+
+    for kind, seconds in noticed.items():
+        record(
+            "reliability",
+            CHECK,
+            f"seconds until the worker noticed: {kind}",
+            round(seconds, 1),
+            bound="tcp.user_timeout 15 + keepalives_interval 2",
+        )
+    record(
+        "reliability",
+        CHECK,
+        "server-side sessions of the cut-off worker still open when it noticed",
+        half_open,
+        before_the_cut=before,
+    )
+    record(
+        "reliability",
+        CHECK,
+        "server-side sessions from before the cut still open after the heal",
+        stale,
+        server_keepalives="PostgreSQL's defaults (the kernel's two hours)",
+    )
+    record("reliability", CHECK, "seconds from the heal to a job run by it", round(back_in, 2))
