@@ -159,6 +159,25 @@ class TcpSettings(BaseModel):
     """Seconds sent data (or, on Linux, keepalive probes) may stay unacknowledged before the
     connection is dropped (``tcp_user_timeout``, in milliseconds to libpq); 0: the operating
     system's default (about 15 minutes of retransmissions)."""
+    server_side: bool = True
+    """Ask the server to use the same keepalives and user timeout for tickwork's pooled
+    sessions (``-c tcp_keepalives_idle=...`` in their startup options): a session whose client
+    vanished, perhaps in an open transaction holding locks, then ends within the same bound
+    instead of the server's default of two hours. The URL's ``options`` (or ``PGOPTIONS``)
+    win over these."""
+
+    def server_settings(self) -> dict[str, str]:
+        """The server-side settings :attr:`server_side` sends (none when it is off)."""
+        if not self.server_side:
+            return {}
+        found = {"tcp_user_timeout": str(round(self.user_timeout * 1000))}
+        if self.keepalives:
+            found |= {
+                "tcp_keepalives_idle": str(self.keepalives_idle),
+                "tcp_keepalives_interval": str(self.keepalives_interval),
+                "tcp_keepalives_count": str(self.keepalives_count),
+            }
+        return found
 
     def libpq(self) -> dict[str, int]:
         """These settings as libpq connection parameters."""

@@ -71,6 +71,7 @@ async def linger(ctx: JobContext, seconds: float, notes: str) -> int:
     try:
         await asyncio.sleep(seconds if ctx.job.attempts <= 1 else 0)
     except asyncio.CancelledError:
-        Path(notes, str(ctx.execution_id)).write_text(repr(time.time()))
+        # at once, in the loop: the interrupted handler must not await anything more
+        Path(notes, str(ctx.execution_id)).write_text(repr(time.time()))  # noqa: ASYNC240
         raise
     return os.getpid()

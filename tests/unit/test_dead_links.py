@@ -32,6 +32,11 @@ def test_connections_carry_keepalives_and_a_user_timeout_by_default() -> None:
     assert kwargs["keepalives_count"] == 3
     assert kwargs["tcp_user_timeout"] == 15_000
     assert kwargs["connect_timeout"] == 10
+    # and the server is asked to treat tickwork's sessions the same way
+    assert kwargs["options"].split() == [
+        *("-c", "tcp_user_timeout=15000", "-c", "tcp_keepalives_idle=5"),
+        *("-c", "tcp_keepalives_interval=2", "-c", "tcp_keepalives_count=3"),
+    ]
 
 
 def test_tcp_settings_are_overridable_and_the_urls_own_parameters_win() -> None:
@@ -44,6 +49,12 @@ def test_tcp_settings_are_overridable_and_the_urls_own_parameters_win() -> None:
     assert kwargs["keepalives_interval"] == 7
     assert kwargs["keepalives"] == 0
     assert Database(settings).tcp_kwargs(URL)["tcp_user_timeout"] == 2500
+    # the URL's own options come after tickwork's server-side defaults, so they win
+    given = f"{URL}?options=-c%20tcp_user_timeout%3D1"
+    options = Database(Settings(database_url=given)).connection_kwargs(given)["options"]
+    assert options.endswith("-c tcp_user_timeout=1")
+    off = Settings(database_url=URL, tcp={"server_side": False})
+    assert "options" not in Database(off).connection_kwargs(URL)
 
 
 def test_a_bad_tcp_setting_is_refused_naming_it() -> None:

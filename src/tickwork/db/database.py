@@ -128,14 +128,19 @@ class Database:
 
     def connection_kwargs(self, url: str, **server_settings: str) -> dict[str, Any]:
         """Keyword arguments for tickwork's own pooled connections: autocommit, the connect
-        timeout and TCP settings (:meth:`tcp_kwargs`), and ``server_settings`` added to the
-        options the URL (or ``PGOPTIONS``) already gives, which an ``options`` argument would
-        otherwise replace."""
+        timeout and TCP settings (:meth:`tcp_kwargs`), and startup options: the server-side
+        TCP settings (``settings.tcp.server_side``), then the options the URL (or
+        ``PGOPTIONS``) gives, which win over those, then ``server_settings``."""
         kwargs: dict[str, Any] = {"autocommit": True, **self.tcp_kwargs(url)}
-        if server_settings:
-            given = conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS", "")
-            ours = " ".join(f"-c {name}={value}" for name, value in server_settings.items())
-            kwargs["options"] = f"{given} {ours}".strip()
+        given = str(conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS", ""))
+        ours = self.settings.tcp.server_settings()
+        options = [
+            *(f"-c {name}={value}" for name, value in ours.items()),
+            given,
+            *(f"-c {name}={value}" for name, value in server_settings.items()),
+        ]
+        if ours or server_settings:
+            kwargs["options"] = " ".join(o for o in options if o)
         return kwargs
 
     def connect(self, *, autocommit: bool = True) -> psycopg.Connection[Any]:
