@@ -70,6 +70,10 @@ class Fleet:
     def start(self, host: Host, name: str, *args: str, **settings: str | float) -> Process:
         """``python -m tickwork ARGS`` on ``host``; ``settings`` are ``TICKWORK_*`` variables
         (``WORKER__LEASE_TTL=2`` sets ``TICKWORK_WORKER__LEASE_TTL``)."""
+        return self.run(host, name, "-m", "tickwork", *args, **settings)
+
+    def run(self, host: Host, name: str, *args: str, **settings: str | float) -> Process:
+        """``python ARGS`` on ``host`` (see :meth:`start`)."""
         env = dict(self.env)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(E2E_DIR), env.get("PYTHONPATH")) if p)
         env["PGAPPNAME"] = name
@@ -77,7 +81,7 @@ class Fleet:
         log_path = self.log_dir / f"{name}.log"
         with log_path.open("wb") as log:
             popen = subprocess.Popen(
-                host.command(sys.executable, "-m", "tickwork", *args),
+                host.command(sys.executable, *args),
                 env=env,
                 cwd=self.log_dir,
                 stdin=subprocess.DEVNULL,
