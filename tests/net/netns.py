@@ -14,12 +14,14 @@ removes what runs that were killed left behind.
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import os
 import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 NOWHERE = "02:00:00:00:00:01"
 """A hardware address no interface has: frames sent to it are delivered to no one."""
@@ -49,8 +51,13 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
+LOCK = Path("/run/lock/tickwork-netns.lock")
+"""Held while a run picks its subnet and gives the bridge its address, so two runs starting
+at once cannot pick the same one."""
+
+
 def _free_subnet() -> ipaddress.IPv4Network:
-    """A /24 under 10.213.0.0/16 that no interface of this machine uses."""
+    """A /24 under 10.213.0.0/16 that no interface of this machine uses (call under LOCK)."""
     used = ip("-o", "-4", "addr", "show").stdout
     for _ in range(200):
         subnet = ipaddress.ip_network(f"10.213.{secrets.randbelow(250) + 1}.0/24")
@@ -110,12 +117,16 @@ class Host:
         ip("-n", self.name, "neigh", "del", gateway, "dev", self.inside, check=False)
 
 
+NO_SUBNET = ipaddress.IPv4Network("0.0.0.0/32")
+
+
 @dataclass
 class Network:
     """A bridge holding ``gateway`` (where the database listens) and the hosts on it."""
 
     run_id: str = field(default_factory=lambda: secrets.token_hex(3))
-    subnet: ipaddress.IPv4Network = field(default_factory=_free_subnet)
+    subnet: ipaddress.IPv4Network = NO_SUBNET
+    """Chosen by :meth:`open`."""
     hosts: list[Host] = field(default_factory=list)
 
     @property
@@ -130,7 +141,11 @@ class Network:
         remove_leftovers()
         ip("link", "add", self.bridge, "type", "bridge")
         ip("link", "set", self.bridge, "alias", f"{PREFIX}-{os.getpid()}")
-        ip("addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
+        LOCK.parent.mkdir(parents=True, exist_ok=True)
+        with LOCK.open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.subnet = _free_subnet()
+            ip("addr", "add", f"{self.gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
         ip("link", "set", self.bridge, "up")
         return self
 
