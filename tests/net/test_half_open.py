@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import psycopg
 import pytest
 
 from tickwork import App, JobSpec
@@ -111,3 +112,55 @@ def test_a_dead_link_is_noticed_by_the_connections_and_the_worker_recovers(
         sessions=before,
     )
     record("reliability", CHECK, "seconds from the heal to a job run by it", round(back_in, 2))
+
+
+LOCKER = """
+import sys, time
+import psycopg
+from tickwork.config import Settings
+from tickwork.db.database import Database
+
+url = sys.argv[1]
+kwargs = Database(Settings(database_url=url)).connection_kwargs(url) | {"autocommit": False}
+conn = psycopg.connect(url, application_name="locker", **kwargs)
+conn.execute("SELECT * FROM tickwork.held WHERE id = 1 FOR UPDATE")
+print("locked", flush=True)
+while True:
+    time.sleep(1)
+"""
+"""A client on a host that takes a row lock in a transaction it never ends, on a connection
+made with tickwork's connection settings (a leader's scheduler tick cut off half-way)."""
+
+
+def test_a_cut_off_sessions_row_lock_is_released_by_the_server(
+    fleet: Fleet, net_sql: Any, net_url: str
+) -> None:
+    sql = net_sql
+    sql.execute("CREATE TABLE IF NOT EXISTS held (id int PRIMARY KEY)")
+    sql.execute("INSERT INTO held VALUES (1) ON CONFLICT DO NOTHING")
+    host = fleet.host()
+    locker = fleet.run(host, "locker", "-c", LOCKER, net_url)
+    wait_until(lambda: "locked" in locker.log(), "the client holds the lock",
+               guard=fleet.assert_alive, detail=fleet.logs)  # fmt: skip
+
+    def lock_free() -> bool:
+        with sql.transaction():
+            try:
+                sql.execute("SELECT * FROM held WHERE id = 1 FOR UPDATE NOWAIT")
+            except psycopg.errors.LockNotAvailable:
+                return False
+            return True
+
+    assert not lock_free()
+    fleet.network.partition(host)
+    cut_at = time.monotonic()
+    wait_until(lock_free, "the server ends the cut-off session and its lock goes",
+               timeout=DETECTION_GUARD, detail=fleet.logs)  # fmt: skip
+    released_in = time.monotonic() - cut_at
+    record(
+        "reliability",
+        CHECK,
+        "seconds until the server released a cut-off session's row lock",
+        round(released_in, 1),
+        server_side="tcp.server_side on",
+    )
