@@ -36,6 +36,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from tickwork.config import DEFAULT_CONCURRENCY
 from tickwork.worker.worker import CLAIMS_IN_FLIGHT
 
 HERE = Path(__file__).resolve().parent
@@ -45,7 +46,7 @@ CEILING_SCRIPT = HERE / "ceiling" / "run.py"
 DEFAULT_URL = "postgresql://127.0.0.1:5432/bench_compare"
 SYSTEMS = ("tickwork", "pgqueuer", "procrastinate")
 LABELS = {"tickwork": "tickwork", "pgqueuer": "PgQueuer", "procrastinate": "Procrastinate"}
-TICKWORK_DEFAULT_CONCURRENCY = 200  # ``tickwork bench --concurrency`` default
+TICKWORK_DEFAULT_CONCURRENCY = DEFAULT_CONCURRENCY  # the worker's, with no options given
 TICKWORK_CONCURRENCY = "200,500,1000,2000"
 CEILING_SINGLE_CLIENTS = 1  # enqueue-single and enqueue-batch: one caller, one at a time
 PG_SETTINGS = (
@@ -160,19 +161,25 @@ class Samples:
             clients = int(result["details"]["clients"])
             self.add("ceiling", ceiling_key(result["workload"], clients), result["per_second"])
 
-    def absorb(self, system: str, output: dict[str, Any], *, tickwork_default: int) -> None:
+    def absorb(self, system: str, output: dict[str, Any]) -> None:
         self.environments.setdefault(system, output.get("environment", {}))
         for result in output.get("results", []):
             workload = result["workload"]
             details = result.get("details", {})
-            if workload == "latency":
-                self.add(system, "latency-p50", float(details["p50_ms"]))
-                self.add(system, "latency-p99", float(details["p99_ms"]))
+            if workload in ("latency", "latency-loaded"):
+                self.add(system, f"{workload}-p50", float(details["p50_ms"]))
+                self.add(system, f"{workload}-p99", float(details["p99_ms"]))
+            elif workload == "memory":
+                self.add(system, "memory", float(details["mb_per_1000"]))
             elif workload == "drain":
                 if system == "tickwork":
                     conc = int(details["concurrency"])
-                    name = "default" if conc == tickwork_default else f"concurrency={conc}"
+                    name = "default" if details.get("defaults") else f"concurrency={conc}"
+                    if int(details.get("processes", 1)) > 1:
+                        name += f", {details['processes']} processes"
                     settings = {"concurrency": conc, "processes": details.get("processes", 1)}
+                    if "threads" in details:
+                        settings["threads"] = details["threads"]
                 else:
                     name = str(details.get("config", "default"))
                     settings = {
@@ -210,8 +217,9 @@ def run_json(command: list[str], env: dict[str, str], what: str) -> dict[str, An
 
 
 def run_tickwork(
-    args: argparse.Namespace, workloads: list[str], concurrency: int
+    args: argparse.Namespace, workloads: list[str], concurrency: int | None, processes: int = 1
 ) -> dict[str, Any]:
+    """``tickwork bench`` of ``workloads``; ``concurrency`` None: the worker's defaults."""
     env = dict(os.environ)
     env["TICKWORK_DATABASE_URL"] = args.url
     env.pop("TICKWORK_SCHEMA", None)
@@ -225,8 +233,9 @@ def run_tickwork(
         ",".join(workloads),
         "--jobs",
         str(args.jobs),
-        "--concurrency",
-        str(concurrency),
+        *(["--concurrency", str(concurrency)] if concurrency is not None else []),
+        "--processes",
+        str(processes),
         "--batch",
         str(args.batch),
         "--rate",
@@ -234,7 +243,10 @@ def run_tickwork(
         "--latency-jobs",
         str(args.latency_jobs),
     ]
-    return run_json(command, env, f"tickwork {','.join(workloads)} (concurrency {concurrency})")
+    setting = "defaults" if concurrency is None else f"concurrency {concurrency}"
+    if processes > 1:
+        setting += f", {processes} processes"
+    return run_json(command, env, f"tickwork {','.join(workloads)} ({setting})")
 
 
 def ceiling_key(script: str, clients: int) -> str:
@@ -254,7 +266,8 @@ def claim_batch(concurrency: int) -> int:
 
 
 def run_ceiling(args: argparse.Namespace) -> dict[str, Any]:
-    batches = sorted({claim_batch(c) for c in args.tickwork_concurrency})
+    concurrencies = {TICKWORK_DEFAULT_CONCURRENCY, *args.tickwork_concurrency}
+    batches = sorted({claim_batch(c) for c in concurrencies})
     clients = sorted({CEILING_SINGLE_CLIENTS, drain_clients()})
     command = [
         sys.executable,
@@ -308,27 +321,23 @@ def measure(args: argparse.Namespace) -> Samples:
         for system in args.systems:
             log(f"run {run}/{args.repeats}: {LABELS[system]}")
             outputs: list[dict[str, Any]] = []
-            steps: list[tuple[list[str], int]] = (
-                [
-                    (
-                        ["enqueue-single", "enqueue-batch", "drain", "latency"],
-                        TICKWORK_DEFAULT_CONCURRENCY,
-                    )
-                ]
-                + [(["drain"], c) for c in extra]
+            steps: list[tuple[list[str], int | None, int]] = (
+                [(["enqueue-single", "enqueue-batch", "drain", "latency"], None, 1)]
+                + [(["drain"], c, 1) for c in extra]
+                + [(["drain"], None, 2), (["latency-loaded", "memory"], None, 1)]
                 if system == "tickwork"
-                else [([], 0)]
+                else [([], 0, 1)]
             )
-            for workloads, concurrency in steps:
+            for workloads, concurrency, processes in steps:
                 busy = wait_until_quiet(args.quiet_wait)
                 if busy is not None:
                     samples.busy_warnings.append({"run": run, "system": system, "busy": busy})
                 if system == "tickwork":
-                    outputs.append(run_tickwork(args, workloads, concurrency))
+                    outputs.append(run_tickwork(args, workloads, concurrency, processes))
                 else:
                     outputs.append(run_peer(args, system))
             for output in outputs:
-                samples.absorb(system, output, tickwork_default=TICKWORK_DEFAULT_CONCURRENCY)
+                samples.absorb(system, output)
                 samples.runs.append({"run": run, "system": system, **output})
         if args.ceiling:
             log(f"run {run}/{args.repeats}: the database's ceiling (pgbench)")
@@ -421,6 +430,17 @@ def build_rows(samples: Samples, args: argparse.Namespace) -> list[Row]:
     rows += [default, best]
     rows.append(simple("latency-p50", f"latency p50 ({args.rate:g} jobs/s)", "ms", False))
     rows.append(simple("latency-p99", f"latency p99 ({args.rate:g} jobs/s)", "ms", False))
+    two = "drain:default, 2 processes"  # worker processes: timed on the database clock
+    if any(two in samples.values.get(s, {}) for s in args.systems):
+        label = f"drain ({args.jobs:,}), default settings, database clock"
+        rows.append(simple("db_clock:default", f"{label}, 1 process", "jobs/s", True))
+        rows.append(simple(two, f"{label}, 2 processes", "jobs/s", True))
+    loaded = "under 5,000 jobs/s of other jobs"
+    if any("latency-loaded-p50" in samples.values.get(s, {}) for s in args.systems):
+        rows.append(simple("latency-loaded-p50", f"latency p50, {loaded}", "ms", False))
+        rows.append(simple("latency-loaded-p99", f"latency p99, {loaded}", "ms", False))
+    if any("memory" in samples.values.get(s, {}) for s in args.systems):
+        rows.append(simple("memory", "worker RSS per 1,000 jobs in flight", "MB", False))
     if args.ceiling:
         best_setting = samples.drain_settings.get("tickwork", {}).get(
             best_names.get("tickwork", "default"), {}
@@ -447,7 +467,7 @@ def build_rows(samples: Samples, args: argparse.Namespace) -> list[Row]:
 def fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
-    if unit == "ms":
+    if unit in ("ms", "MB"):
         return f"{value:.2f}"
     return f"{value:,.0f}"
 

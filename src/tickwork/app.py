@@ -627,7 +627,11 @@ class App:
         if unknown:
             raise ConfigError(f"invalid worker options: unknown {', '.join(unknown)}")
         try:
-            settings = WorkerSettings.model_validate(self.settings.worker.model_dump() | given)
+            # unset fields stay unset: the thread pool's default depends on whether concurrency
+            # was given (WorkerSettings.sync_threads)
+            settings = WorkerSettings.model_validate(
+                self.settings.worker.model_dump(exclude_unset=True) | given
+            )
         except ValidationError as exc:
             raise ConfigError("invalid worker options: " + describe(exc, "worker")) from None
         return Worker(

@@ -53,7 +53,8 @@ DEFAULT_MAX_ATTEMPTS = 5
 MAX_MAX_ATTEMPTS = 1000
 DEFAULT_TASK_TIMEOUT: float | None = None
 
-DEFAULT_CONCURRENCY = 10
+DEFAULT_CONCURRENCY = 100
+DEFAULT_THREADS = 10
 DEFAULT_POLL_INTERVAL = 1.0
 DEFAULT_LEASE_TTL = 30.0
 DEFAULT_LEASE_RENEW_INTERVAL = 10.0
@@ -198,7 +199,12 @@ class WorkerSettings(BaseModel):
     queues: list[str] = Field(default_factory=lambda: [DEFAULT_QUEUE])
     """The queues a worker claims from."""
     concurrency: int = Field(DEFAULT_CONCURRENCY, ge=1, le=10_000)
-    """Most jobs a worker runs at once (sync handlers: the size of its thread pool)."""
+    """Most jobs a worker runs at once, async and sync handlers together."""
+    threads: int | None = Field(None, ge=1, le=10_000)
+    """Most sync handlers a worker runs at once (its thread pool; never more than
+    ``concurrency``): it claims no more jobs of sync tasks than it has threads free. Unset:
+    ``concurrency`` when that is set, otherwise 10, so async handlers get many slots and
+    blocking ones a small pool by default."""
     poll_interval: float = seconds(DEFAULT_POLL_INTERVAL)
     """Seconds between claims when no notification wakes the worker."""
     lease_ttl: float = seconds(DEFAULT_LEASE_TTL)
@@ -213,6 +219,18 @@ class WorkerSettings(BaseModel):
     """Seconds in-flight attempts may finish after SIGTERM before they are handed back."""
     metrics_interval: float = seconds(DEFAULT_METRICS_INTERVAL, zero=True)
     """Seconds between the process's CPU and memory samples (worker_metrics); 0: none."""
+
+    @property
+    def sync_threads(self) -> int:
+        """Threads for sync handlers: ``threads``, else ``concurrency`` when that was given,
+        else :data:`DEFAULT_THREADS`; at most ``concurrency``."""
+        if self.threads is not None:
+            threads = self.threads
+        elif "concurrency" in self.model_fields_set:
+            threads = self.concurrency
+        else:
+            threads = DEFAULT_THREADS
+        return min(threads, self.concurrency)
 
     @model_validator(mode="after")
     def _check(self) -> WorkerSettings:

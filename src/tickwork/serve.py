@@ -114,6 +114,7 @@ class ServeOptions:
     concurrency: int | None = None
     host: str | None = None
     port: int | None = None
+    threads: int | None = None
 
 
 def run(app: App, options: ServeOptions, out: TextIO = sys.stdout) -> None:
@@ -160,6 +161,7 @@ async def _serve(
         runtimes,
         queues=options.queues,
         concurrency=options.concurrency,
+        threads=options.threads,
     )
     started.extend(services.executors)
 

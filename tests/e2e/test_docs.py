@@ -68,6 +68,7 @@ NOT_RUN = {
     "docs/deployment.md": 2,
     "docs/django.md": 6,
     "docs/reliability.md": 2,
+    "docs/scaling.md": 2,
     "docs/schedules.md": 2,
     "docs/signals.md": 2,
     "docs/testing.md": 1,

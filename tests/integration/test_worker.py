@@ -41,8 +41,8 @@ async def test_notify_during_a_claim_in_flight_is_not_lost(
     original_claim = Worker._claim
     original_free = Worker._free_slots
 
-    async def first_claim_held(self: Worker, limit: int) -> Any:
-        claimed = await original_claim(self, limit)
+    async def first_claim_held(self: Worker, limit: int, threads: int | None = None) -> Any:
+        claimed = await original_claim(self, limit, threads)
         if claimed and not held.is_set():
             held.set()
             await gate.wait()  # the claim of job a is still "in flight" for the worker
@@ -84,12 +84,14 @@ async def test_notify_during_a_claim_that_finds_nothing_is_not_lost(
     original_claim = Worker._claim
     original_free = Worker._free_slots
 
-    async def first_claim_empty_and_held(self: Worker, limit: int) -> Any:
+    async def first_claim_empty_and_held(
+        self: Worker, limit: int, threads: int | None = None
+    ) -> Any:
         if not held.is_set():
             held.set()
             await gate.wait()
             return []
-        return await original_claim(self, limit)
+        return await original_claim(self, limit, threads)
 
     def free_slots(self: Worker) -> int:
         if held.is_set():
@@ -122,7 +124,9 @@ async def test_a_failed_claim_is_tried_again_without_waiting_for_the_poll(
     original_claim = Worker._claim
     failed = asyncio.Event()
 
-    async def fails_once_with_a_job_waiting(self: Worker, limit: int) -> Any:
+    async def fails_once_with_a_job_waiting(
+        self: Worker, limit: int, threads: int | None = None
+    ) -> Any:
         if not failed.is_set():
             pool = await app.db.async_pool()
             async with pool.connection() as conn:
@@ -136,7 +140,7 @@ async def test_a_failed_claim_is_tried_again_without_waiting_for_the_poll(
                 return []
             failed.set()
             raise psycopg.OperationalError("connection lost")
-        return await original_claim(self, limit)
+        return await original_claim(self, limit, threads)
 
     monkeypatch.setattr(Worker, "_claim", fails_once_with_a_job_waiting)
 

@@ -25,6 +25,19 @@ def test_schema_is_substituted_everywhere() -> None:
         statements["nope"]
 
 
+def test_the_capped_claim_keeps_in_step_with_the_claim() -> None:
+    # job_claim_capped is job_claim with a second, capped range for sync tasks: the same
+    # ranges, locks and answer (a worker switches between the two from one claim to the next)
+    statements = Statements("s")
+    claim, capped = statements["job_claim"], statements["job_claim_capped"]
+    tail = "), claimed AS ("
+    assert claim[claim.index(tail) :] == capped[capped.index(tail) :]
+    lateral = claim[claim.index("CROSS JOIN LATERAL (") : claim.index(") AS c")]
+    assert lateral in capped
+    queues = claim[claim.index("FROM (") : claim.index(") AS q")]
+    assert queues in capped
+
+
 def test_migrations_are_numbered_without_gaps() -> None:
     versions = [m.version for m in available()]
     assert versions == list(range(1, len(versions) + 1))

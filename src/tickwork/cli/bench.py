@@ -17,6 +17,9 @@ Workloads:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+import multiprocessing
 import os
 import platform
 import resource
@@ -25,7 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -38,9 +41,19 @@ from tickwork.worker.attempt import Outcome
 BENCH_SCHEMA_PREFIX = "tickwork_bench_"
 """A run with no ``TICKWORK_SCHEMA`` makes a schema named this plus 8 random hex digits."""
 BENCH_QUEUE = "bench"
-WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency", "steady")
+WORKLOADS = (
+    "enqueue-single",
+    "enqueue-batch",
+    "drain",
+    "latency",
+    "latency-loaded",
+    "memory",
+    "steady",
+)
 NOOP = "bench.noop"
 STAMP = "bench.stamp"
+HOLD = "bench.hold"
+_release: list[asyncio.Event] = []  # the memory workload's: held jobs wait for it
 
 started_at: dict[int, float] = {}
 """Handler start times by job id (perf_counter), filled by the ``bench.stamp`` task."""
@@ -63,6 +76,10 @@ def make_app(**overrides: Any) -> App:
     @app.task(name=STAMP, queue=BENCH_QUEUE, pass_context=False)
     async def stamp(key: int) -> None:
         started_at[key] = time.perf_counter()
+
+    @app.task(name=HOLD, queue=BENCH_QUEUE)
+    async def hold(n: int = 0) -> None:
+        await _release[-1].wait()
 
     return app
 
@@ -175,7 +192,7 @@ def _peak_rss_mb() -> float:
 
 
 async def _drain_here(
-    app: App, jobs: int, concurrency: int, progress: Callable[[int], None]
+    app: App, jobs: int, concurrency: int | None, progress: Callable[[int], None]
 ) -> dict[str, float]:
     done = 0
     finished = asyncio.Event()
@@ -206,7 +223,7 @@ async def _drain_here(
 
 
 def _drain_processes(
-    app: App, jobs: int, concurrency: int, processes: int, progress: Callable[[int], None]
+    app: App, jobs: int, concurrency: int | None, processes: int, progress: Callable[[int], None]
 ) -> float:
     env = dict(os.environ)
     env["TICKWORK_SCHEMA"] = app.settings.schema_name
@@ -220,8 +237,7 @@ def _drain_processes(
         "tickwork.cli.bench:bench_app",
         "--queues",
         BENCH_QUEUE,
-        "--concurrency",
-        str(concurrency),
+        *(["--concurrency", str(concurrency)] if concurrency is not None else []),
         "--log-level",
         "ERROR",
     ]
@@ -260,10 +276,18 @@ def _drain_span(app: App) -> float:
 
 
 def bench_drain(
-    app: App, jobs: int, concurrency: int, processes: int, progress: Callable[[int], None]
+    app: App, jobs: int, concurrency: int | None, processes: int, progress: Callable[[int], None]
 ) -> BenchResult:
+    """Drain ``jobs`` no-op async jobs with ``processes`` workers at ``concurrency`` (None:
+    the worker's defaults, as ``tickwork worker`` with no options runs)."""
     _fill(app, jobs)
-    details: dict[str, Any] = {"concurrency": concurrency, "processes": processes}
+    resolved = app.worker(concurrency=concurrency)
+    details: dict[str, Any] = {
+        "concurrency": resolved.concurrency,
+        "threads": resolved.threads,
+        "defaults": concurrency is None,
+        "processes": processes,
+    }
     if processes <= 1:
         details |= asyncio.run(_drain_here(app, jobs, concurrency, progress))
     else:
@@ -278,8 +302,45 @@ def bench_drain(
     )
 
 
+def _produce(url: str, schema: str, rate: float, stop: Any) -> None:
+    """A producer process: enqueue no-op jobs at ``rate`` a second (a batch every 20 ms, one
+    transaction each) until ``stop`` (a multiprocessing event) is set."""
+    app = make_app(database_url=url, schema=schema)
+    try:
+        enqueued = 0
+        start = time.perf_counter()
+        while not stop.is_set():
+            due = int(rate * (time.perf_counter() - start)) - enqueued
+            if due > 0:
+                app.enqueue_many([JobSpec(NOOP, {"n": enqueued + i}) for i in range(due)])
+                enqueued += due
+            stop.wait(0.02)
+    finally:
+        app.close()
+
+
+@contextlib.contextmanager
+def _background(app: App, rate: float) -> Iterator[None]:
+    """A producer process enqueueing at ``rate`` (none when 0) for the block's duration: the
+    load comes from another process, as from a web application, not from the worker's."""
+    if not rate:
+        yield
+        return
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    producer = context.Process(
+        target=_produce, args=(app.db.url, app.settings.schema_name, rate, stop), daemon=True
+    )
+    producer.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        producer.join(30)
+
+
 async def _latency(
-    app: App, jobs: int, rate: float, progress: Callable[[int], None]
+    app: App, jobs: int, rate: float, progress: Callable[[int], None], background: float = 0.0
 ) -> list[float]:
     started_at.clear()
     committed: dict[int, float] = {}
@@ -288,12 +349,18 @@ async def _latency(
 
     def on_finished(outcome: Outcome) -> None:
         nonlocal seen
+        if outcome.task != STAMP:
+            return
         seen += 1
         if seen >= jobs:
             finished.set()
 
+    # idle: 10 slots, as the peers' latency workers; under load, the worker's defaults
     worker = app.worker(
-        queues=[BENCH_QUEUE], concurrency=10, on_finished=on_finished, poll_interval=5.0
+        queues=[BENCH_QUEUE],
+        concurrency=None if background else 10,
+        on_finished=on_finished,
+        poll_interval=5.0,
     )
     running = asyncio.create_task(worker.run())
     await asyncio.wait_for(worker.listening.wait(), 30)
@@ -314,24 +381,71 @@ async def _latency(
     return [(started_at[n] - committed[n]) * 1000 for n in range(jobs)]
 
 
-def bench_latency(app: App, jobs: int, rate: float, progress: Callable[[int], None]) -> BenchResult:
+def bench_latency(
+    app: App, jobs: int, rate: float, progress: Callable[[int], None], background: float = 0.0
+) -> BenchResult:
+    """Pickup latency (enqueue commit to handler start) of jobs enqueued at ``rate``; with
+    ``background``, while no-op jobs are enqueued to the same queue at that rate too."""
     reset(app)
-    latencies = asyncio.run(_latency(app, jobs, rate, progress))
+    with _background(app, background):
+        latencies = asyncio.run(_latency(app, jobs, rate, progress, background))
     ordered = sorted(latencies)
     p50 = statistics.median(ordered)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return BenchResult(
-        "latency",
-        jobs,
-        sum(latencies) / 1000,
-        rate,
-        {
-            "rate": rate,
-            "p50_ms": round(p50, 3),
-            "p99_ms": round(p99, 3),
-            "max_ms": round(ordered[-1], 3),
-        },
-    )
+    details: dict[str, Any] = {
+        "rate": rate,
+        "p50_ms": round(p50, 3),
+        "p99_ms": round(p99, 3),
+        "max_ms": round(ordered[-1], 3),
+    }
+    if background:
+        details["background_rate"] = background
+    name = "latency-loaded" if background else "latency"
+    return BenchResult(name, jobs, sum(latencies) / 1000, rate, details)
+
+
+def _rss_mb() -> float:
+    """This process's resident memory now (Linux), else its peak."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return _peak_rss_mb()
+
+
+async def _memory(app: App, in_flight: int, progress: Callable[[int], None]) -> dict[str, Any]:
+    _release.append(asyncio.Event())
+    for start in range(0, in_flight, 1000):
+        count = min(1000, in_flight - start)
+        await app.enqueue_many_async([JobSpec(HOLD, {"n": start + i}) for i in range(count)])
+    worker = app.worker(queues=[BENCH_QUEUE], concurrency=in_flight, poll_interval=0.5)
+    await worker.open()
+    gc.collect()
+    idle = _rss_mb()
+    running = asyncio.create_task(worker.run())
+    while worker.in_flight < in_flight:  # a benchmark's progress poll, not a test's wait
+        progress(worker.in_flight)
+        await asyncio.sleep(0.05)
+    gc.collect()
+    loaded = _rss_mb()
+    _release[-1].set()
+    worker.request_stop()
+    await running
+    return {
+        "in_flight": in_flight,
+        "rss_idle_mb": round(idle, 1),
+        "rss_loaded_mb": round(loaded, 1),
+        "mb_per_1000": round((loaded - idle) / (in_flight / 1000), 2),
+    }
+
+
+def bench_memory(app: App, in_flight: int, progress: Callable[[int], None]) -> BenchResult:
+    """What ``in_flight`` running async jobs cost the worker's memory: RSS with them all
+    running against RSS with the worker open and idle."""
+    reset(app)
+    details = asyncio.run(_memory(app, in_flight, progress))
+    return BenchResult("memory", in_flight, 0.0, details["mb_per_1000"], details)
 
 
 STEADY_RETENTION_SECONDS = 60.0
@@ -357,7 +471,7 @@ async def _sizes(app: App) -> dict[str, Any]:
 
 
 async def _steady(
-    app: App, rate: float, duration: float, concurrency: int, progress: Callable[[int], None]
+    app: App, rate: float, duration: float, concurrency: int | None, progress: Callable[[int], None]
 ) -> dict[str, Any]:
     """Enqueue at ``rate`` jobs/s (a batch every 100 ms) while a worker drains, with a short
     retention window; sample table and index sizes."""
@@ -382,6 +496,7 @@ async def _steady(
         if elapsed >= next_sample:
             sample = await _sizes(app)
             sample["minute"] = round(elapsed / 60, 1)
+            sample["rss_mb"] = round(_rss_mb(), 1)
             samples.append(sample)
             next_sample += STEADY_SAMPLE_EVERY
         progress(int(elapsed))
@@ -390,6 +505,7 @@ async def _steady(
     await running
     final = await _sizes(app)
     final["minute"] = round((time.perf_counter() - start) / 60, 1)
+    final["rss_mb"] = round(_rss_mb(), 1)
     samples.append(final)
     early = next((s for s in samples if s["minute"] * 60 >= STEADY_EARLY_MARK), samples[0])
     return {
@@ -403,7 +519,7 @@ async def _steady(
 
 
 def bench_steady(
-    app: App, rate: float, duration: float, concurrency: int, progress: Callable[[int], None]
+    app: App, rate: float, duration: float, concurrency: int | None, progress: Callable[[int], None]
 ) -> BenchResult:
     """Table health under a constant load: sizes after 5 minutes versus at the end."""
     reset(app)
@@ -423,13 +539,15 @@ def run(
     workloads: list[str],
     *,
     jobs: int,
-    concurrency: int,
+    concurrency: int | None,
     processes: int,
     batch: int,
     rate: float,
     latency_jobs: int,
     duration: float = 1800.0,
     steady_rate: float = 5000.0,
+    background_rate: float = 5000.0,
+    in_flight: int = 5000,
     progress_factory: Callable[[str, int], Callable[[int], None]],
     app: App | None = None,
 ) -> tuple[Environment, list[BenchResult]]:
@@ -459,12 +577,13 @@ def run(
                 elif name == "steady":
                     hook = progress_factory(name, int(duration))
                     results.append(bench_steady(the_app, steady_rate, duration, concurrency, hook))
-                elif name == "latency":
-                    results.append(
-                        bench_latency(
-                            the_app, latency_jobs, rate, progress_factory(name, latency_jobs)
-                        )
-                    )
+                elif name in ("latency", "latency-loaded"):
+                    load = background_rate if name == "latency-loaded" else 0.0
+                    hook = progress_factory(name, latency_jobs)
+                    results.append(bench_latency(the_app, latency_jobs, rate, hook, load))
+                elif name == "memory":
+                    hook = progress_factory(name, in_flight)
+                    results.append(bench_memory(the_app, in_flight, hook))
             return env, results
     finally:
         the_app.close()

@@ -93,7 +93,16 @@ QueuesOption = Annotated[
     str | None, typer.Option("--queues", "-q", help="Comma-separated queues to claim from.")
 ]
 ConcurrencyOption = Annotated[
-    int | None, typer.Option("--concurrency", "-c", help="Most jobs running at once.")
+    int | None,
+    typer.Option("--concurrency", "-c", help="Most jobs running at once (default 100).", min=1),
+]
+ThreadsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        help="Most sync handlers running at once (default: --concurrency when given, else 10).",
+        min=1,
+    ),
 ]
 
 

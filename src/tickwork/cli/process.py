@@ -19,6 +19,7 @@ from tickwork.cli.common import (
     JsonOption,
     LogLevel,
     QueuesOption,
+    ThreadsOption,
     console,
     load_app,
     print_json,
@@ -31,7 +32,15 @@ from tickwork.worker.run import catch_stop_signals_early
 
 __all__ = ["COMMANDS", "bench", "demo", "doctor", "mcp", "migrate", "serve", "worker"]
 
-_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency", "steady")
+_WORKLOADS = (
+    "enqueue-single",
+    "enqueue-batch",
+    "drain",
+    "latency",
+    "latency-loaded",
+    "memory",
+    "steady",
+)
 _DEFAULT_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency")
 
 
@@ -46,6 +55,7 @@ def worker(
     app: AppOption = None,
     queues: QueuesOption = None,
     concurrency: ConcurrencyOption = None,
+    threads: ThreadsOption = None,
     runtime: Annotated[
         str | None,
         typer.Option(
@@ -70,7 +80,7 @@ def worker(
         if concurrency is None:
             concurrency = available.concurrency(runtime, the_app.settings.runtimes)
         typer.echo(f"runtime {runtime}: claiming from queue {names[0]}")
-    the_app.run_worker(queues=names, concurrency=concurrency)
+    the_app.run_worker(queues=names, concurrency=concurrency, threads=threads)
 
 
 def serve(
@@ -84,6 +94,7 @@ def serve(
     ] = None,
     queues: QueuesOption = None,
     concurrency: ConcurrencyOption = None,
+    threads: ThreadsOption = None,
     host: Annotated[str | None, typer.Option(help="Address the API listens on.")] = None,
     port: Annotated[int | None, typer.Option(help="Port the API listens on.")] = None,
     log_level: LogLevel = "INFO",
@@ -96,7 +107,9 @@ def serve(
     logs.configure(log_level)
     the_app = load_app(app)
     names = queue_names(queues)
-    options = serving.ServeOptions(serving.parse_roles(roles), names, concurrency, host, port)
+    options = serving.ServeOptions(
+        serving.parse_roles(roles), names, concurrency, host, port, threads
+    )
     try:
         serving.run(the_app, options)
     except CannotListen as exc:
@@ -143,7 +156,10 @@ def bench(
         str, typer.Option("--workload", "-w", help="Comma-separated: " + ", ".join(_WORKLOADS))
     ] = ",".join(_DEFAULT_WORKLOADS),
     jobs: Annotated[int, typer.Option(help="Jobs per throughput workload.", min=1)] = 20_000,
-    concurrency: Annotated[int, typer.Option(help="Worker concurrency (drain).", min=1)] = 200,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(help="Worker concurrency (drain, steady; default: the worker's).", min=1),
+    ] = None,
     processes: Annotated[int, typer.Option(help="Worker processes (drain).", min=1)] = 1,
     batch: Annotated[int, typer.Option(help="Batch size (enqueue-batch).", min=1)] = 1000,
     rate: Annotated[float, typer.Option(help="Jobs per second (latency).", min=0.1)] = 50.0,
@@ -152,6 +168,12 @@ def bench(
         float, typer.Option(help="Jobs per second enqueued (steady).", min=1)
     ] = 5000.0,
     duration: Annotated[float, typer.Option(help="Seconds (steady).", min=10)] = 1800.0,
+    background_rate: Annotated[
+        float, typer.Option(help="Jobs per second of background load (latency-loaded).", min=1)
+    ] = 5000.0,
+    in_flight: Annotated[
+        int, typer.Option(help="Jobs running at once (memory).", min=1, max=10_000)
+    ] = 5000,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Measure enqueue, drain and pickup latency (on the embedded database by default), in a
@@ -186,6 +208,8 @@ def bench(
             progress_factory=factory,
             duration=duration,
             steady_rate=steady_rate,
+            background_rate=background_rate,
+            in_flight=in_flight,
         )
     if as_json:
         print_json(bench_module.as_json(env, results))
@@ -200,7 +224,9 @@ def bench(
         table.add_column(column)
     for r in results:
         details = ", ".join(f"{k}={v}" for k, v in r.details.items() if k != "samples")
-        rate_text = "-" if r.workload == "latency" else f"{r.per_second:,.0f}"
+        rate_text = (
+            "-" if r.workload in ("latency", "latency-loaded", "memory") else f"{r.per_second:,.0f}"
+        )
         table.add_row(r.workload, f"{r.jobs:,}", f"{r.seconds:.2f}", rate_text, details)
     out.print(table)
 

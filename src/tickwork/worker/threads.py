@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 __all__ = ["HandlerThreads"]
 
@@ -24,6 +24,7 @@ class HandlerThreads(ThreadPoolExecutor):
     def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
         super().__init__(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
         self._running = 0
+        self._outstanding = 0
         self._count_lock = threading.Lock()
 
     @property
@@ -32,6 +33,12 @@ class HandlerThreads(ThreadPoolExecutor):
         counted until it returns)."""
         with self._count_lock:
             return self._running
+
+    @property
+    def outstanding(self) -> int:
+        """Calls submitted and not returned yet: running or waiting for a thread."""
+        with self._count_lock:
+            return self._outstanding
 
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         def counted() -> T:
@@ -42,5 +49,21 @@ class HandlerThreads(ThreadPoolExecutor):
             finally:
                 with self._count_lock:
                     self._running -= 1
+                    self._outstanding -= 1
 
-        return super().submit(counted)
+        with self._count_lock:
+            self._outstanding += 1
+        try:
+            future = super().submit(counted)
+        except BaseException:  # refused (shut down): it will never run
+            with self._count_lock:
+                self._outstanding -= 1
+            raise
+        # a call cancelled before it started never runs counted()
+        future.add_done_callback(self._cancelled)
+        return future
+
+    def _cancelled(self, future: Future[Any]) -> None:
+        if future.cancelled():
+            with self._count_lock:
+                self._outstanding -= 1

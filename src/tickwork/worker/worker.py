@@ -1,10 +1,11 @@
 """The worker: claim a batch, run handlers, renew leases, record outcomes (fenced).
 
-Data flow: the claim loop asks ``job_claim`` for as many jobs as it has free slots and starts
-one asyncio task per attempt; the handler runs inside that task (async handlers on the event
-loop, sync handlers in a bounded thread pool), so a cancel or a timeout is a cancellation of
-it. Outcomes go to the completer, which writes them in batches with ``job_complete_many``;
-that statement changes nothing for an attempt that is no longer live. The lease renewer
+Data flow: the claim loop asks ``job_claim`` for as many jobs as it has free slots (jobs of
+sync tasks: no more than it has free threads) and starts one asyncio task per attempt; the
+handler runs inside that task (async handlers on the event loop, sync handlers in a bounded
+thread pool), so a cancel or a timeout is a cancellation of it. Outcomes go to the completer,
+which writes them in batches with ``job_complete_many``; that statement changes nothing for an
+attempt that is no longer live. The lease renewer
 extends every in-flight lease in one statement per interval and learns of cancel requests and
 lost leases from its answer; the listener wakes the claim loop on NOTIFY and forwards cancel
 requests at once.
@@ -125,6 +126,9 @@ class Worker:
         (which code schedules name as their definer) for a process hosting only services."""
         self.on_finished = on_finished
         self.store = db.store
+        self._async_tasks: list[str] = []  # claimed by slot
+        self._sync_tasks: list[str] = []  # claimed by slot and free thread
+        self._sort_tasks()
         self._inflight: dict[int, Attempt] = {}
         self._pool: AsyncConnectionPool[Any] | None = None
         self._claim_pool: AsyncConnectionPool[Any] | None = None  # job_claim only
@@ -137,6 +141,9 @@ class Worker:
         self._busy = 0  # attempts whose handler has not returned yet (their slots are taken)
         self._reserved = 0  # slots promised to claims in flight
         self._claiming = 0  # claims in flight
+        self._threads_reserved = 0  # threads promised to claims in flight (sync jobs)
+        self._thread_waiting: set[int] = set()  # sync attempts started, call not yet submitted
+        self._threads_bound = False  # the last claim took every free thread: wake when one frees
         self._claim_owed = False  # the claim loop was woken but could not claim yet
         self._completer = Completer(self._complete_many, self._written, self._not_written)
         self._progress = ProgressBuffer()
@@ -159,6 +166,10 @@ class Worker:
         return max(1, -(-self.concurrency // CLAIMS_IN_FLIGHT))
 
     @property
+    def _thread_batch(self) -> int:  # sync jobs per claim, as slots are for all jobs
+        return max(1, -(-self.threads // CLAIMS_IN_FLIGHT))
+
+    @property
     def queues(self) -> list[str]:
         """Queues this worker claims from."""
         return self.settings.queues
@@ -169,10 +180,19 @@ class Worker:
         return self.settings.concurrency
 
     @property
+    def threads(self) -> int:
+        """Most sync handlers running at once (see ``WorkerSettings.sync_threads``)."""
+        return self.settings.sync_threads
+
+    @property
     def task_names(self) -> list[str]:
         """Tasks this worker claims: those registered in its App (none without an executor).
         Jobs of other tasks wait for a worker that has them."""
         return sorted(self.tasks) if self.run_executor else []
+
+    def _sort_tasks(self) -> None:
+        self._async_tasks = sorted(n for n, t in self.tasks.items() if t.is_async)
+        self._sync_tasks = sorted(n for n, t in self.tasks.items() if not t.is_async)
 
     def _task_options(self) -> str:
         """JSON of what this worker's tasks give their jobs, by task name."""
@@ -203,6 +223,7 @@ class Worker:
         """Open the pool and register this worker; no jobs are claimed yet."""
         if self._pool is not None:
             return
+        self._sort_tasks()  # tasks registered since this worker was made
         self._pool = await self.db.open_pool(
             f"tickwork-worker-{self.id}",
             max_size=min(self.concurrency, 8) + 3,
@@ -215,7 +236,7 @@ class Worker:
             timeout=POOL_WAIT,
             **CLAIM_SERVER_SETTINGS,
         )
-        self._threads = HandlerThreads(self.concurrency, thread_name_prefix="tickwork-task")
+        self._threads = HandlerThreads(self.threads, thread_name_prefix="tickwork-task")
         await self._pooled(
             lambda conn: self.store.worker_register(
                 conn,
@@ -333,12 +354,19 @@ class Worker:
                     not self._claiming
                     or (self._claiming < CLAIMS_IN_FLIGHT and self._capacity_bound)
                 ):
-                    self._claim_owed = False
                     limit = min(free, self._claim_batch)
+                    threads = min(limit, self._free_threads(), self._thread_batch)
+                    if not self._async_tasks:  # sync tasks only: a claim per free thread
+                        if not threads:
+                            self._threads_bound = True  # a thread that frees wakes this loop
+                            break
+                        limit = threads
+                    self._claim_owed = False
                     self._reserved += limit
+                    self._threads_reserved += threads
                     self._claiming += 1
                     free -= limit
-                    claim = asyncio.create_task(self._claim_and_start(limit))
+                    claim = asyncio.create_task(self._claim_and_start(limit, threads))
                     claims.add(claim)
                     claim.add_done_callback(claims.discard)
                 if self._stop.is_set():
@@ -363,10 +391,20 @@ class Worker:
         backlog = max(0, unwritten - self.concurrency)
         return self.concurrency - self._busy - self._reserved - backlog
 
-    async def _claim_and_start(self, limit: int) -> None:
+    def _free_threads(self) -> int:
+        # Threads taken: calls in the pool (a released attempt's handler that is still running
+        # included: a thread cannot be interrupted), attempts started whose call is not
+        # submitted yet, and threads promised to claims in flight.
+        if not self._sync_tasks:
+            return 0
+        submitted = 0 if self._threads is None else self._threads.outstanding
+        taken = submitted + len(self._thread_waiting) + self._threads_reserved
+        return max(0, self.threads - taken)
+
+    async def _claim_and_start(self, limit: int, threads: int) -> None:
         claimed: list[tuple[Job, int, float]] = []
         try:
-            claimed = await self._claim(limit)
+            claimed = await self._claim(limit, threads)
         except Exception as exc:  # jobs a failed decode left RUNNING go back via the watchdog
             # the notification that asked for this claim is used up: claim again soon rather
             # than at the poll interval, which may be long (a wake may come sooner)
@@ -380,37 +418,68 @@ class Worker:
             # claim loop before that callback runs, and a pass that still counted this claim
             # would leave the wake it is owed unclaimed
             self._reserved -= limit
+            self._threads_reserved -= threads
             self._claiming -= 1
             if self._claim_owed:
                 self._wake.set()
+        sync = 0
         for row in claimed:
-            self._start(row)
-        # A full batch: the queue may hold more, so claim again as soon as slots free up.
+            sync += not self._start(row).is_async
+        # A full batch: the queue may hold more, so claim again as soon as slots free up. A
+        # claim that took every thread it could (or could take none) may have left jobs of
+        # sync tasks behind: a thread that frees wakes the loop for them.
         self._capacity_bound = len(claimed) == limit
+        self._threads_bound = threads < limit and sync == threads and bool(self._sync_tasks)
         if self._capacity_bound:
             self._wake.set()
 
     def _poll_delay(self) -> float:
         return self.settings.poll_interval * random.uniform(0.9, 1.1)
 
-    async def _claim(self, limit: int) -> list[tuple[Job, int, float]]:
-        """Claim up to ``limit`` jobs: (job, execution id, seconds it waited after it was due).
-        The monotonic time the claim was sent is kept for :meth:`_start` in ``_leased_at``:
-        the leases run for ``lease_ttl`` from the database's now(), which is no earlier."""
+    async def _claim(self, limit: int, threads: int | None = None) -> list[tuple[Job, int, float]]:
+        """Claim up to ``limit`` jobs, at most ``threads`` of them of sync tasks (None: the
+        threads free now): (job, execution id, seconds it waited after it was due). The
+        monotonic time the claim was sent is kept for :meth:`_start` in ``_leased_at``: the
+        leases run for ``lease_ttl`` from the database's now(), which is no earlier."""
         assert self._claim_pool is not None, "worker is not open"
         if not self.tasks:
             return []  # e.g. `serve` without an app: no job is for this worker
+        free = self._free_threads() if threads is None else threads
+        async_tasks, sync_tasks = self._async_tasks, self._sync_tasks
+        capped = False
+        if not sync_tasks or free >= limit:  # every job claimed can run now: one plain claim
+            tasks = [*async_tasks, *sync_tasks]
+        elif not free:  # no thread free: jobs of sync tasks wait where they are
+            tasks = async_tasks
+        elif not async_tasks:  # sync tasks only: as many as threads are free
+            tasks, limit = sync_tasks, free
+        else:  # both kinds, fewer threads free than slots
+            tasks, capped = async_tasks, True
+        if not tasks:
+            return []
         with tracing.receiving(self.queues) as claimed:
             async with self._claim_pool.connection() as conn:
                 sent = time.monotonic()
-                rows = await self.store.job_claim(
-                    conn,
-                    queues=self.queues,
-                    tasks=list(self.tasks),
-                    limit=limit,
-                    worker_id=self.id,
-                    lease_ttl=self.settings.lease_ttl,
-                )
+                if capped:
+                    rows = await self.store.job_claim_capped(
+                        conn,
+                        queues=self.queues,
+                        tasks=tasks,
+                        limit=limit,
+                        sync_tasks=sync_tasks,
+                        sync_limit=free,
+                        worker_id=self.id,
+                        lease_ttl=self.settings.lease_ttl,
+                    )
+                else:
+                    rows = await self.store.job_claim(
+                        conn,
+                        queues=self.queues,
+                        tasks=tasks,
+                        limit=limit,
+                        worker_id=self.id,
+                        lease_ttl=self.settings.lease_ttl,
+                    )
             claimed(len(rows))
         jobs = decode.claimed(rows)
         self._leased_at.update((execution_id, sent) for _, execution_id, _ in jobs)
@@ -437,12 +506,20 @@ class Worker:
         metrics.picked_up(job.queue, waited)
         self._busy += 1
         running.runner = asyncio.create_task(self._attempt(running, task))
+        if not running.is_async and task is not None:
+            # its thread is taken from now until its call is in the pool (counted there);
+            # an attempt cancelled before it ran never submits it
+            self._thread_waiting.add(execution_id)
+            running.runner.add_done_callback(lambda _: self._thread_waiting.discard(execution_id))
         return running
 
     # -- running one attempt ------------------------------------------------------------
 
     async def _attempt(self, running: Attempt, task: Task[Any, Any] | None) -> None:
         job = running.job
+        # run_handler submits a sync call to the pool before it first suspends, so from here
+        # the pool counts the thread (see _free_threads)
+        self._thread_waiting.discard(running.execution_id)
         try:
             try:
                 with tracing.processing(job) as traced:
@@ -452,7 +529,7 @@ class Worker:
                 # The slot frees when the handler returns, not when its outcome is written:
                 # the next claim then overlaps with the previous batch's outcome write.
                 self._busy -= 1
-                if self._capacity_bound or self._claim_owed:
+                if self._capacity_bound or self._claim_owed or self._threads_bound:
                     self._wake.set()
         except BaseException as exc:
             self._inflight.pop(running.execution_id, None)  # the worker is being torn down

@@ -140,6 +140,80 @@ FROM claimed c
 JOIN started s ON s.job_id = c.id
 ORDER BY c.priority DESC, c.run_at, c.id;
 
+-- name: job_claim_capped
+-- job_claim for a worker with tasks of both kinds and fewer threads free than slots: jobs of
+-- the tasks in %(tasks)s (async handlers) up to %(limit)s, of those in %(sync_tasks)s (sync
+-- handlers) up to %(sync_limit)s, the worker's free threads: a job claimed for a thread that is
+-- not free would sit on its lease while another worker could run it. The same ranges, locks
+-- and answer as job_claim (keep the two in step: a test compares them); a worker whose jobs
+-- can all run now uses job_claim, which this UNION would slow by ~0.1 ms a claim.
+WITH next AS (
+    SELECT c.id, c.priority, c.run_at
+    FROM (
+        SELECT u.name FROM unnest(%(queues)s::text[]) AS u(name)
+        WHERE NOT EXISTS (  -- a paused queue is not claimed from (nor are its rows locked)
+            SELECT 1 FROM {schema}.queues p WHERE p.name = u.name AND p.paused)
+    ) AS q
+    CROSS JOIN unnest(%(tasks)s::text[]) AS t(name)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at
+        FROM {schema}.jobs
+        WHERE queue = q.name
+          AND task = t.name
+          AND state IN ('PENDING', 'FAILED')  -- FAILED here means "retry due at run_at"
+          AND run_at <= now()
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+    UNION ALL (
+        SELECT c.id, c.priority, c.run_at
+        FROM (
+            SELECT u.name FROM unnest(%(queues)s::text[]) AS u(name)
+            WHERE NOT EXISTS (
+                SELECT 1 FROM {schema}.queues p WHERE p.name = u.name AND p.paused)
+        ) AS q
+        CROSS JOIN unnest(%(sync_tasks)s::text[]) AS t(name)
+        CROSS JOIN LATERAL (
+            SELECT id, priority, run_at
+            FROM {schema}.jobs
+            WHERE queue = q.name
+              AND task = t.name
+              AND state IN ('PENDING', 'FAILED')
+              AND run_at <= now()
+            ORDER BY priority DESC, run_at, id
+            LIMIT %(sync_limit)s
+            FOR UPDATE SKIP LOCKED
+        ) AS c
+        ORDER BY c.priority DESC, c.run_at, c.id
+        LIMIT %(sync_limit)s  -- no more sync jobs than free threads, across the sync tasks
+    )
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+), claimed AS (
+    UPDATE {schema}.jobs j
+    SET state = 'RUNNING', attempts = j.attempts + 1
+    WHERE j.id = ANY(ARRAY(SELECT id FROM next))  -- by primary key, never a join scan
+    RETURNING j.*
+), started AS (
+    INSERT INTO {schema}.executions (job_id, attempt, worker_id, lease_expires_at)
+    SELECT id, attempts, %(worker_id)s, now() + make_interval(secs => %(lease_ttl)s)
+    FROM claimed
+    RETURNING id, job_id, lease_expires_at
+)
+-- The worker reads these rows by position, in the order of Job's fields (keep them in step
+-- with worker.py's _start). args travel as text: the worker decodes every claimed job's
+-- arguments in one JSON parse (one parser call per row costs more than the rest of the row).
+-- The state is RUNNING by construction; waited is how long the job waited after it was due.
+SELECT c.id, c.queue, c.task, c.args::text AS args, c.priority, c.attempts, c.max_attempts,
+       c.run_at, c.timeout, c.created_at, c.created_by, c.unique_key, c.result,
+       c.cancel_requested_at, c.finished_at, c.schedule_id, c.fire_time,
+       s.id AS execution_id, extract(epoch FROM now() - c.run_at)::float8 AS waited,
+       c.trace_context
+FROM claimed c
+JOIN started s ON s.job_id = c.id
+ORDER BY c.priority DESC, c.run_at, c.id;
+
 -- name: job_complete_many
 -- Record the outcome of finished attempts, one statement per batch (the batch is one JSON
 -- array of {job_id, execution_id, outcome, result, error, retry_delay, progress}; progress is

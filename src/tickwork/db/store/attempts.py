@@ -41,6 +41,34 @@ class AttemptStatements(Runner):
             },
         )
 
+    async def job_claim_capped(
+        self,
+        conn: AsyncConn,
+        *,
+        queues: Sequence[str],
+        tasks: Sequence[str],
+        limit: int,
+        sync_tasks: Sequence[str],
+        sync_limit: int,
+        worker_id: UUID,
+        lease_ttl: float,
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`job_claim` of ``tasks`` and ``sync_tasks``, at most ``sync_limit`` jobs of
+        ``sync_tasks`` (a worker's free threads); the same tuples."""
+        return await self._tuples(
+            conn,
+            "job_claim_capped",
+            {
+                "queues": list(queues),
+                "tasks": list(tasks),
+                "limit": limit,
+                "sync_tasks": list(sync_tasks),
+                "sync_limit": sync_limit,
+                "worker_id": worker_id,
+                "lease_ttl": lease_ttl,
+            },
+        )
+
     async def job_complete_many(self, conn: AsyncConn, *, outcomes: str) -> list[tuple[Any, ...]]:
         """Record the outcomes of finished attempts (``outcomes``: a JSON array of
         ``{job_id, execution_id, outcome, result, error, retry_delay, progress}``), fenced to
