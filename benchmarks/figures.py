@@ -31,6 +31,12 @@ TESTS = [
     "tests/integration/test_concurrent_figures.py",
     "tests/integration/test_outage.py",
     "tests/integration/test_security_figures.py",
+    # across a network of namespaces (root only; skipped elsewhere)
+    "tests/net/test_worker_partition.py",
+    "tests/net/test_half_open.py",
+    "tests/net/test_leader_partition.py",
+    "tests/net/test_latency.py",
+    "tests/net/test_api_hosts.py",
 ]
 START = "<!-- figures:start (benchmarks/figures.py --write replaces this part) -->"
 END = "<!-- figures:end -->"

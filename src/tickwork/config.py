@@ -41,6 +41,10 @@ DEFAULT_POOL_MIN_SIZE = 1
 DEFAULT_POOL_MAX_SIZE = 10
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_DATABASE_POOLER: Literal["none", "transaction"] = "none"
+DEFAULT_KEEPALIVES_IDLE = 5
+DEFAULT_KEEPALIVES_INTERVAL = 2
+DEFAULT_KEEPALIVES_COUNT = 3
+DEFAULT_TCP_USER_TIMEOUT = 15.0
 
 DEFAULT_QUEUE = "default"
 DEFAULT_PRIORITY = 0
@@ -133,6 +137,59 @@ def seconds(default: float, *, zero: bool = False) -> Any:
 def default_data_dir() -> Path:
     """Where the embedded PostgreSQL keeps its data when no database URL is set."""
     return Path(platformdirs.user_data_dir("tickwork")) / "postgres"
+
+
+class TcpSettings(BaseModel):
+    """TCP settings of tickwork's database connections (libpq's ``keepalives*`` and
+    ``tcp_user_timeout``): a connection whose peer is gone without a reset or close (a cut
+    link, a partition, a server that lost power) fails within about ``user_timeout`` +
+    ``keepalives_interval`` seconds (17 by default) instead of the operating system's minutes
+    to hours, and the pool replaces it. A parameter the database URL sets itself wins."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    keepalives: bool = True
+    """Send TCP keepalives on idle connections (libpq ``keepalives``)."""
+    keepalives_idle: int = Field(DEFAULT_KEEPALIVES_IDLE, ge=1, le=86_400)
+    """Whole seconds of silence before the first keepalive probe (``keepalives_idle``)."""
+    keepalives_interval: int = Field(DEFAULT_KEEPALIVES_INTERVAL, ge=1, le=86_400)
+    """Whole seconds between unanswered probes (``keepalives_interval``)."""
+    keepalives_count: int = Field(DEFAULT_KEEPALIVES_COUNT, ge=1, le=1000)
+    """Unanswered probes before the connection is dropped (``keepalives_count``; on Linux
+    ``user_timeout`` decides instead when it is set)."""
+    user_timeout: float = seconds(DEFAULT_TCP_USER_TIMEOUT, zero=True)
+    """Seconds sent data (or, on Linux, keepalive probes) may stay unacknowledged before the
+    connection is dropped (``tcp_user_timeout``, in milliseconds to libpq); 0: the operating
+    system's default (about 15 minutes of retransmissions)."""
+    server_side: bool = True
+    """Ask the server to use the same keepalives and user timeout for tickwork's pooled
+    sessions (``-c tcp_keepalives_idle=...`` in their startup options): a session whose client
+    vanished, perhaps in an open transaction holding locks, then ends within the same bound
+    instead of the server's default of two hours. The URL's ``options`` (or ``PGOPTIONS``)
+    win over these."""
+
+    def server_settings(self) -> dict[str, str]:
+        """The server-side settings :attr:`server_side` sends (none when it is off)."""
+        if not self.server_side:
+            return {}
+        found = {"tcp_user_timeout": str(round(self.user_timeout * 1000))}
+        if self.keepalives:
+            found |= {
+                "tcp_keepalives_idle": str(self.keepalives_idle),
+                "tcp_keepalives_interval": str(self.keepalives_interval),
+                "tcp_keepalives_count": str(self.keepalives_count),
+            }
+        return found
+
+    def libpq(self) -> dict[str, int]:
+        """These settings as libpq connection parameters."""
+        return {
+            "keepalives": int(self.keepalives),
+            "keepalives_idle": self.keepalives_idle,
+            "keepalives_interval": self.keepalives_interval,
+            "keepalives_count": self.keepalives_count,
+            "tcp_user_timeout": round(self.user_timeout * 1000),
+        }
 
 
 class WorkerSettings(BaseModel):
@@ -581,6 +638,9 @@ class Settings(BaseSettings):
     """Connections each pool opens at most."""
     connect_timeout: float = seconds(DEFAULT_CONNECT_TIMEOUT)
     """Seconds to wait for a new database connection."""
+    tcp: TcpSettings = Field(default_factory=lambda: TcpSettings())
+    """TCP keepalives and the user timeout of database connections: how soon a dead link is
+    noticed."""
     worker: WorkerSettings = Field(default_factory=lambda: WorkerSettings())
     """Workers: claiming and running jobs."""
     retention: RetentionSettings = Field(default_factory=lambda: RetentionSettings())

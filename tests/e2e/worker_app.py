@@ -58,3 +58,20 @@ async def nap(ctx: JobContext, seconds: float) -> int:
 @app.task(name="e2e.noop")
 async def noop() -> None:
     """Nothing at all: the soak measures tickwork's own cost per job."""
+
+
+@app.task(name="e2e.linger", max_attempts=5, pass_context=True)
+async def linger(ctx: JobContext, seconds: float, notes: str) -> int:
+    """An async handler that sleeps ``seconds`` on its first attempt only (a re-run returns at
+    once). Interrupted, it notes when (wall clock) in the file ``notes``/<execution id>: a
+    note that needs no database, for a worker cut off from it."""
+    import asyncio
+
+    await asyncio.to_thread(_record, ctx, "linger")
+    try:
+        await asyncio.sleep(seconds if ctx.job.attempts <= 1 else 0)
+    except asyncio.CancelledError:
+        # at once, in the loop: the interrupted handler must not await anything more
+        Path(notes, str(ctx.execution_id)).write_text(repr(time.time()))  # noqa: ASYNC240
+        raise
+    return os.getpid()

@@ -39,16 +39,6 @@ log = logging.getLogger("tickwork.db")
 Row = dict[str, Any]
 T = TypeVar("T")
 
-KEEPALIVES: dict[str, int] = {
-    "keepalives": 1,
-    "keepalives_idle": 5,
-    "keepalives_interval": 2,
-    "keepalives_count": 3,
-    "tcp_user_timeout": 15_000,
-}
-"""TCP settings of tickwork's connections: a network that silently drops packets (no reset,
-no close) is noticed within about 11 s of silence, or 15 s of unacknowledged writes, instead
-of the operating system's minutes."""
 POOL_TIMEOUT = 30.0
 """Seconds a caller waits for a pooled connection (psycopg_pool's default)."""
 CLOSE_OTHER_LOOP_TIMEOUT = 10.0
@@ -184,38 +174,48 @@ class Database:
         # libpq takes whole seconds, and psycopg reads 0 as its default (130 s): round up
         return max(1, math.ceil(self.settings.connect_timeout))
 
+    def tcp_kwargs(self, url: str) -> dict[str, Any]:
+        """The connect timeout and the TCP settings (``settings.tcp``) as libpq parameters,
+        leaving out those the URL sets itself (the URL's win: a keyword argument would
+        override them)."""
+        given = conninfo_to_dict(url)
+        ours = {"connect_timeout": self._connect_timeout, **self.settings.tcp.libpq()}
+        return {name: value for name, value in ours.items() if name not in given}
+
     def connection_kwargs(self, url: str, **server_settings: str) -> dict[str, Any]:
         """Keyword arguments for tickwork's own pooled connections: autocommit, the connect
-        timeout, TCP keepalives (:data:`KEEPALIVES`), and ``server_settings`` added to the
-        options the URL (or ``PGOPTIONS``) already gives, which an ``options`` argument would
-        otherwise replace."""
-        kwargs: dict[str, Any] = {
-            "autocommit": True,
-            "connect_timeout": self._connect_timeout,
-            **KEEPALIVES,
-        }
+        timeout and TCP settings (:meth:`tcp_kwargs`), and startup options: the server-side
+        TCP settings (``settings.tcp.server_side``), then the options the URL (or
+        ``PGOPTIONS``) gives, which win over those, then ``server_settings``. Behind a
+        transaction pooler: no options and no prepared statements."""
+        kwargs: dict[str, Any] = {"autocommit": True, **self.tcp_kwargs(url)}
         if self.pooler:
             # Through a transaction pooler the next statement may run in another server
             # session, where a statement psycopg prepared (after prepare_threshold runs) does
             # not exist; settings sent at connect are refused ("unsupported startup
             # parameter"), and set in a session they would stay with it for other clients.
             # The cost: every statement is planned anew (plan_cache_mode is moot), and JIT
-            # is the server's or the role's setting (docs/deployment.md, Behind PgBouncer).
+            # and the server-side TCP settings are the server's or the role's
+            # (docs/deployment.md, Behind PgBouncer).
             kwargs["prepare_threshold"] = None
             return kwargs
-        if server_settings:
-            given = conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS", "")
-            ours = " ".join(f"-c {name}={value}" for name, value in server_settings.items())
-            kwargs["options"] = f"{given} {ours}".strip()
+        given = str(conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS", ""))
+        ours = self.settings.tcp.server_settings()
+        options = [
+            *(f"-c {name}={value}" for name, value in ours.items()),
+            given,
+            *(f"-c {name}={value}" for name, value in server_settings.items()),
+        ]
+        if ours or server_settings:
+            kwargs["options"] = " ".join(o for o in options if o)
         return kwargs
 
     def connect(self, *, autocommit: bool = True) -> psycopg.Connection[Any]:
         """A new sync connection, not pooled (the caller closes it), to
         :attr:`direct_url`."""
+        url = self.direct_url
         try:
-            conn = psycopg.connect(
-                self.direct_url, autocommit=autocommit, connect_timeout=self._connect_timeout
-            )
+            conn = psycopg.connect(url, autocommit=autocommit, **self.tcp_kwargs(url))
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
                 f"could not connect to the database: {one_line(exc)}"
@@ -230,9 +230,10 @@ class Database:
     async def connect_async(self, *, autocommit: bool = True) -> psycopg.AsyncConnection[Any]:
         """A new async connection, not pooled (the caller closes it), to
         :attr:`direct_url`."""
+        url = await asyncio.to_thread(lambda: self.direct_url)
         try:
             conn = await psycopg.AsyncConnection.connect(
-                self.direct_url, autocommit=autocommit, connect_timeout=self._connect_timeout
+                url, autocommit=autocommit, **self.tcp_kwargs(url)
             )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(

@@ -58,12 +58,13 @@ class Attempt:
     is_async: bool
     ctx: JobContext | None = None  # only for tasks that take one
     runner: asyncio.Task[None] | None = None
-    interrupted_for: str | None = None  # "cancel" | "lease_lost" | "shutdown"
+    interrupted_for: str | None = None  # "cancel" | "lease_lost" | "lease_expired" | "shutdown"
     in_handler: bool = False  # the runner is inside the handler (interrupts land there)
     cancel_sent: bool = False  # the runner task was cancelled by interrupt()
     thread_result: asyncio.Future[Any] | None = None  # a sync handler's pending result
     cut: bool = False  # interrupted by shutdown: _drain releases it instead of recording
     started: float = 0.0  # monotonic start of the attempt (metrics)
+    lease_until: float = math.inf  # monotonic: the lease surely ends after this (renewer)
     done: asyncio.Future[Outcome] | None = None  # set when recorded; only run_once awaits one
 
     def interrupt(self, reason: str) -> None:

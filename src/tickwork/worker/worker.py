@@ -149,6 +149,8 @@ class Worker:
         self._progress = ProgressBuffer()
         self.listening = asyncio.Event()
         """Set while the LISTEN connection is up (cleared when it drops)."""
+        self._leased_at: dict[int, float] = {}
+        """Execution id -> monotonic time its claim was sent, until its attempt starts."""
         self._renewer = Renewer(
             self._pooled,
             self.store,
@@ -436,7 +438,9 @@ class Worker:
 
     async def _claim(self, limit: int, threads: int | None = None) -> list[tuple[Job, int, float]]:
         """Claim up to ``limit`` jobs, at most ``threads`` of them of sync tasks (None: the
-        threads free now): (job, execution id, seconds it waited after it was due)."""
+        threads free now): (job, execution id, seconds it waited after it was due). The
+        monotonic time the claim was sent is kept for :meth:`_start` in ``_leased_at``: the
+        leases run for ``lease_ttl`` from the database's now(), which is no earlier."""
         assert self._claim_pool is not None, "worker is not open"
         if not self.tasks:
             return []  # e.g. `serve` without an app: no job is for this worker
@@ -455,6 +459,7 @@ class Worker:
             return []
         with tracing.receiving(self.queues) as claimed:
             async with self._claim_pool.connection() as conn:
+                sent = time.monotonic()
                 if capped:
                     rows = await self.store.job_claim_capped(
                         conn,
@@ -476,7 +481,9 @@ class Worker:
                         lease_ttl=self.settings.lease_ttl,
                     )
             claimed(len(rows))
-        return decode.claimed(rows)
+        jobs = decode.claimed(rows)
+        self._leased_at.update((execution_id, sent) for _, execution_id, _ in jobs)
+        return jobs
 
     def _start(
         self, claimed: tuple[Job, int, float], done: asyncio.Future[Outcome] | None = None
@@ -494,6 +501,8 @@ class Worker:
             )
         self._inflight[execution_id] = running
         running.started = time.monotonic()
+        leased_at = self._leased_at.pop(execution_id, None)
+        running.lease_until = self._renewer.lease_until(leased_at or time.monotonic())
         metrics.picked_up(job.queue, waited)
         self._busy += 1
         running.runner = asyncio.create_task(self._attempt(running, task))
