@@ -481,7 +481,7 @@ class App:
         except DriverError as exc:  # as in enqueue_many_async
             raise enqueue_error(exc, committing=conn is None) from exc
         enqueued = _in_order(answer, plan)
-        _count_enqueued(enqueued)
+        _count_enqueued(enqueued, plan)
         if self.after_enqueue is not None:
             self.after_enqueue.enqueued(conn)
         return enqueued
@@ -524,7 +524,7 @@ class App:
             # is committed yet
             raise enqueue_error(exc, committing=conn is None) from exc
         enqueued = _in_order(answer, plan)
-        _count_enqueued(enqueued)
+        _count_enqueued(enqueued, plan)
         if self.after_enqueue is not None:
             await self.after_enqueue.enqueued_async(conn)
         return enqueued
@@ -836,8 +836,11 @@ def _in_order(answer: Row, plan: InsertPlan) -> list[Job]:
     return jobs
 
 
-def _count_enqueued(jobs: list[Job]) -> None:
+def _count_enqueued(jobs: list[Job], plan: InsertPlan) -> None:
     """Metrics: new jobs by task (one counter call per task of the batch)."""
+    if plan.shared is not None:  # one row without a key: one task, every job new
+        metrics.enqueued(plan.shared.task, len(jobs))
+        return
     by_task: dict[str, int] = {}
     for job in jobs:
         if not job.duplicate:

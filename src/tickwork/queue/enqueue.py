@@ -196,7 +196,8 @@ class InsertPlan:
     position: list[int]
     """For each input row, the index of the row sent for it."""
     shared: JobRow | None = None
-    """The one row every job sent shares, when they do (the usual batch)."""
+    """The one row every job of a batch shares, when they do and it has no unique key (the
+    usual batch: every job sent as given, none can be a duplicate)."""
 
 
 def insert_plan(rows: Sequence[JobRow], args: Sequence[Mapping[str, Any]]) -> InsertPlan:
@@ -214,8 +215,8 @@ def insert_plan(rows: Sequence[JobRow], args: Sequence[Mapping[str, Any]]) -> In
     shared = first if rows.count(first) == len(rows) else None  # by identity: see JobRow
     if shared is not None and shared.unique_key is None:
         # the usual batch (one shared row, no key): every row is sent, in order
-        sent: list[JobRow] = list(rows)
-        sent_args: list[Mapping[str, Any]] = list(args)
+        sent: list[JobRow] = rows if isinstance(rows, list) else list(rows)
+        sent_args: list[Mapping[str, Any]] = args if isinstance(args, list) else list(args)
         position = list(range(len(rows)))
     else:
         shared = None  # a key repeated within the batch is sent once
