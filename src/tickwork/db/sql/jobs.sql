@@ -58,9 +58,9 @@ FROM inserted;
 -- rows and answer, without ON CONFLICT. A job without a key can conflict with no job
 -- (jobs_unique_key_idx holds keys only; the other unique indexes hold the identity and
 -- schedule fire times), yet an upsert pays for speculative insertion on every row (a lock
--- and a second WAL record per row): 7-12% of the statement's server CPU for 1,000 jobs.
--- Given a key anyway, it stores it, and a job holding it already fails the statement
--- (never a silent duplicate).
+-- and a second WAL record per row): 7 to 12 per cent of the statement's server CPU for
+-- 1,000 jobs. Given a key anyway, it stores it, and a job holding it already fails the
+-- statement (never a silent duplicate).
 WITH inserted AS (
     INSERT INTO {schema}.jobs
         (queue, task, args, priority, max_attempts, run_at, timeout, unique_key, created_by,
