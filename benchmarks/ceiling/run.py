@@ -9,7 +9,8 @@ Each run is one pgbench script (``scripts.py``) at 1, 2, 4 and 8 clients (one th
 are the real ones), empties before every run and drops at the end:
 
 - insert-single: ``job_insert`` (with its pg_notify), one job per transaction, ``--seconds``;
-- insert-batch: ``job_insert_many`` of ``--insert-batch`` (1,000) jobs, ``--seconds``;
+- insert-batch: ``--insert-batch`` (1,000) jobs in the statement ``enqueue_many`` sends for
+  them (``job_insert_many_keyless``: the bench's jobs have no unique key), ``--seconds``;
 - claim-N: ``job_claim`` of N jobs per transaction from a table filled beforehand;
 - complete-N: ``job_complete_many`` of N outcomes of RUNNING attempts claimed beforehand;
 - cycle-N: the claim of N and the write of their outcomes, the drain without the worker.

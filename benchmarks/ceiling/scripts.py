@@ -28,7 +28,12 @@ from tickwork.app import App
 from tickwork.cli.bench import BENCH_QUEUE, NOOP
 from tickwork.config import WorkerSettings
 from tickwork.db.statements import Statements
-from tickwork.db.store.jobs import JobRow, _insert_many_params, _insert_params
+from tickwork.db.store.jobs import (
+    JobRow,
+    _insert_many_params,
+    _insert_params,
+    insert_many_statement,
+)
 from tickwork.queue.enqueue import JobSpec, insert_plan
 from tickwork.types import ExecutionState
 from tickwork.worker.completer import Completion, _outcomes
@@ -172,13 +177,11 @@ class Scripts:
         self.task = app.get_task(NOOP)
         self.lease_ttl = WorkerSettings().lease_ttl
 
-    def job_rows(self, count: int, offset: int = 0) -> list[JobRow]:
-        """``count`` jobs of the bench's no-op task as ``enqueue`` builds them."""
-        return [self.task.row(JobSpec(NOOP, {"n": offset + i})) for i in range(count)]
-
-    def insert_many_params(self, count: int, offset: int = 0) -> dict[str, Any]:
-        plan = insert_plan(self.job_rows(count, offset))
-        return _insert_many_params(plan.sent, plan.args)
+    def job_rows(self, count: int, offset: int = 0) -> tuple[list[JobRow], list[dict[str, Any]]]:
+        """``count`` jobs of the bench's no-op task as ``enqueue`` builds them: their rows and,
+        beside them, their arguments."""
+        specs = [JobSpec(NOOP, {"n": offset + i}) for i in range(count)]
+        return [self.task.row(spec) for spec in specs], [dict(spec.args) for spec in specs]
 
     def claim_params(self, limit: int) -> dict[str, Any]:
         return {
@@ -190,14 +193,17 @@ class Scripts:
         }
 
     def insert_single(self) -> Script:
-        plan = insert_plan(self.job_rows(1))
+        plan = insert_plan(*self.job_rows(1))
         text, variables = bind(
             self.statements["job_insert"], _insert_params(plan.sent[0], plan.args)
         )
         return Script("insert-single", text + ";\n", variables, 1)
 
     def insert_batch(self, size: int) -> Script:
-        text, variables = bind(self.statements["job_insert_many"], self.insert_many_params(size))
+        plan = insert_plan(*self.job_rows(size))
+        statement = insert_many_statement(plan.sent)  # the one enqueue_many sends for them
+        params = _insert_many_params(plan.sent, plan.args)
+        text, variables = bind(self.statements[statement], params)
         return Script(f"insert-batch-{size}", text + ";\n", variables, size)
 
     def claim(self, size: int) -> Script:

@@ -378,17 +378,20 @@ class App:
         created_by: str,
         any_task: bool = False,
         defaults: Mapping[str, Mapping[str, Any]] | None = None,
-    ) -> list[JobRow]:
-        out = []
+    ) -> tuple[list[JobRow], list[Mapping[str, Any]]]:
+        """The validated rows of ``specs`` and, beside them, their arguments."""
+        rows: list[JobRow] = []
+        args: list[Mapping[str, Any]] = []
         tasks = self.tasks
         for index, item in enumerate(specs):
             spec = item if type(item) is JobSpec else _as_spec(item, index)
             task = tasks.get(spec.task)
             if task is None and any_task:
-                out.append(unregistered_row(spec, created_by, (defaults or {}).get(spec.task)))
-                continue
-            out.append((task or self.get_task(spec.task)).row(spec, created_by))
-        return out
+                rows.append(unregistered_row(spec, created_by, (defaults or {}).get(spec.task)))
+            else:
+                rows.append((task or self.get_task(spec.task)).row(spec, created_by))
+            args.append(spec.args)
+        return rows, args
 
     def enqueue(
         self,
@@ -447,14 +450,16 @@ class App:
         those of a task registered without options (queue ``default``, ...); its arguments
         are checked by that worker only.
         """
-        job_rows = self._rows(jobs, created_by, any_task, defaults)
+        job_rows, job_args = self._rows(jobs, created_by, any_task, defaults)
         if not job_rows:
             return []
         with tracing.sending(job_rows[0].queue, len(job_rows)) as trace_context:
-            return self._enqueue_rows(traced(job_rows, trace_context), conn)
+            return self._enqueue_rows(traced(job_rows, trace_context), job_args, conn)
 
-    def _enqueue_rows(self, job_rows: list[JobRow], conn: Any) -> list[Job]:
-        plan = insert_plan(job_rows)
+    def _enqueue_rows(
+        self, job_rows: list[JobRow], job_args: list[Mapping[str, Any]], conn: Any
+    ) -> list[Job]:
+        plan = insert_plan(job_rows, job_args)
         store = self.db.store
         if conn is None and self.db.joined is not None:
             conn = self.db.joined()
@@ -476,7 +481,7 @@ class App:
         except DriverError as exc:  # as in enqueue_many_async
             raise enqueue_error(exc, committing=conn is None) from exc
         enqueued = _in_order(answer, plan)
-        _count_enqueued(enqueued)
+        _count_enqueued(enqueued, plan)
         if self.after_enqueue is not None:
             self.after_enqueue.enqueued(conn)
         return enqueued
@@ -491,14 +496,16 @@ class App:
         defaults: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> list[Job]:
         """Async :meth:`enqueue_many`."""
-        job_rows = self._rows(jobs, created_by, any_task, defaults)
+        job_rows, job_args = self._rows(jobs, created_by, any_task, defaults)
         if not job_rows:
             return []
         with tracing.sending(job_rows[0].queue, len(job_rows)) as trace_context:
-            return await self._enqueue_rows_async(traced(job_rows, trace_context), conn)
+            return await self._enqueue_rows_async(traced(job_rows, trace_context), job_args, conn)
 
-    async def _enqueue_rows_async(self, job_rows: list[JobRow], conn: Any) -> list[Job]:
-        plan = insert_plan(job_rows)
+    async def _enqueue_rows_async(
+        self, job_rows: list[JobRow], job_args: list[Mapping[str, Any]], conn: Any
+    ) -> list[Job]:
+        plan = insert_plan(job_rows, job_args)
         store = self.db.store
         try:
             if conn is not None:
@@ -517,7 +524,7 @@ class App:
             # is committed yet
             raise enqueue_error(exc, committing=conn is None) from exc
         enqueued = _in_order(answer, plan)
-        _count_enqueued(enqueued)
+        _count_enqueued(enqueued, plan)
         if self.after_enqueue is not None:
             await self.after_enqueue.enqueued_async(conn)
         return enqueued
@@ -763,10 +770,18 @@ def _as_spec(item: JobSpec | Mapping[str, Any], index: int) -> JobSpec:
 
 
 def traced(rows: list[JobRow], trace_context: str | None) -> list[JobRow]:
-    """``rows``, carrying the enqueuer's trace context when it traces."""
+    """``rows``, carrying the enqueuer's trace context when it traces (a row shared by many
+    jobs is replaced by one shared row)."""
     if trace_context is None:
         return rows
-    return [dataclasses.replace(row, trace_context=trace_context) for row in rows]
+    made: dict[int, JobRow] = {}
+    out = []
+    for row in rows:
+        new = made.get(id(row))
+        if new is None:
+            new = made[id(row)] = dataclasses.replace(row, trace_context=trace_context)
+        out.append(new)
+    return out
 
 
 def _insert_sync(store: Store, conn: Conn, plan: InsertPlan) -> Row:
@@ -800,6 +815,8 @@ def _in_order(answer: Row, plan: InsertPlan) -> list[Job]:
     if not answer["duplicates"] and len(plan.position) == len(plan.sent):
         # the common case: every row new, sent once each, ids in input order
         created_at = answer["created_at"]
+        if plan.shared is not None:  # one row shared by every job
+            return decode.inserted_jobs(plan.shared, answer["ids"], plan.sent_args, created_at)
         return [
             decode.inserted_job(row, job_id, args, created_at)
             for row, job_id, args in zip(plan.sent, answer["ids"], plan.sent_args, strict=True)
@@ -824,8 +841,11 @@ def _in_order(answer: Row, plan: InsertPlan) -> list[Job]:
     return jobs
 
 
-def _count_enqueued(jobs: list[Job]) -> None:
+def _count_enqueued(jobs: list[Job], plan: InsertPlan) -> None:
     """Metrics: new jobs by task (one counter call per task of the batch)."""
+    if plan.shared is not None:  # one row without a key: one task, every job new
+        metrics.enqueued(plan.shared.task, len(jobs))
+        return
     by_task: dict[str, int] = {}
     for job in jobs:
         if not job.duplicate:

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
+PLAIN_ROWS_KEPT = 64
+"""Shared rows a task keeps (one per ``created_by``: an API that enqueues as each user keeps
+at most this many, then starts again)."""
+
 RESERVED_ARGUMENTS = frozenset({"conn"})
 """Keyword names ``defer`` keeps for itself; a task may not take an argument so named."""
 
@@ -55,6 +59,9 @@ class Task(Generic[P, R]):
         self.job_backoff: Callable[[Job], Backoff] | None = None
         """The retry wait of one job, when it depends on the job (a definition's run carries
         its definition's policy); else ``options.backoff``."""
+        self._plain_rows: dict[str, tuple[TaskOptions, JobRow]] = {}
+        """The row shared by jobs that set no option, per ``created_by``, with the options it
+        was made from (a task given new options makes it anew)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         wrap: Callable[[Callable[..., Any]], Callable[..., Any]] | None = (
             app.wrap_async_handler if self.is_async else app.wrap_sync_handler
@@ -88,7 +95,7 @@ class Task(Generic[P, R]):
 
     def check_args(self, args: Mapping[str, Any]) -> None:
         """Refuse arguments the handler could not be called with."""
-        keys = check_args_mapping(args).keys()
+        keys = (args if type(args) is dict else check_args_mapping(args)).keys()
         if self._required <= keys and (self._any_keyword or keys <= self._keywords):
             return  # the common case, without building a BoundArguments
         try:
@@ -104,7 +111,8 @@ class Task(Generic[P, R]):
 
     def row(self, spec: JobSpec, created_by: str = DEFAULT_CREATED_BY) -> JobRow:
         """Validate one job of this task against its options (checked at registration, so
-        only the options a job sets itself are checked here)."""
+        only the options a job sets itself are checked here); its arguments are checked
+        against the handler and travel beside the row."""
         self.check_args(spec.args)
         opts = self.options
         if (  # the common case: only arguments given, every option the task's own
@@ -115,21 +123,27 @@ class Task(Generic[P, R]):
             and spec.timeout is None
             and spec.unique_key is None
         ):
-            return JobRow(
-                opts.queue,
-                self.name,
-                spec.args,
-                opts.priority,
-                opts.max_attempts,
-                None,
-                opts.timeout,
-                None,
-                created_by,
-            )
+            # one row for all such jobs (rows are never changed): no object per job, and a
+            # batch of them is seen as uniform by identity (the store sends each column once)
+            plain = self._plain_rows.get(created_by)
+            if plain is None or plain[0] is not opts:
+                row = JobRow(
+                    opts.queue,
+                    self.name,
+                    opts.priority,
+                    opts.max_attempts,
+                    None,
+                    opts.timeout,
+                    None,
+                    created_by,
+                )
+                if len(self._plain_rows) >= PLAIN_ROWS_KEPT:
+                    self._plain_rows.clear()
+                plain = self._plain_rows[created_by] = (opts, row)
+            return plain[1]
         return JobRow(
             queue=opts.queue if spec.queue is None else check_queue(spec.queue),
             task=self.name,
-            args=spec.args,
             priority=opts.priority if spec.priority is None else check_priority(spec.priority),
             max_attempts=opts.max_attempts
             if spec.max_attempts is None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from types import MappingProxyType
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -13,6 +15,8 @@ import psycopg
 import pytest
 
 from tickwork import App, EnqueueError, JobSpec, JobState, UnknownTaskError
+from tickwork.db.store.jobs import JobRow
+from tickwork.db.store.runner import TIMES
 from tickwork.errors import DataRefused
 
 
@@ -264,3 +268,88 @@ def test_argument_checks_follow_the_handlers_signature(app: App) -> None:
     assert app.enqueue("with_ctx", {"a": 1}).args == {"a": 1}
     with pytest.raises(EnqueueError, match="multiple values for argument 'ctx'"):
         app.enqueue("with_ctx", {"a": 1, "ctx": 3})
+
+
+def statement_runs(name: str) -> int:
+    """How many times this process ran the named statement (its timing histogram's count)."""
+    row = TIMES.snapshot().get(name)
+    return 0 if row is None else int(sum(row[:-1]))
+
+
+@pytest.mark.parametrize("call", ["sync", "async"])
+async def test_a_batch_of_plain_jobs_is_stored_as_returned_and_wakes_its_queue(
+    tasks: App, sql: psycopg.Connection[Any], schema: str, call: str
+) -> None:
+    # Jobs that set no option share their task's row and, having no unique key, are
+    # inserted without the upsert: each is still stored as given and as returned.
+    sql.execute(f'LISTEN "{schema}.jobs"')
+    keyless = statement_runs("job_insert_many_keyless")
+    specs = [JobSpec("mail.send", {"to": f"{n}@b.c", "cc": [str(n)]}) for n in range(4)]
+    if call == "sync":
+        jobs = tasks.enqueue_many(specs, created_by="user:one")
+        others = tasks.enqueue_many(specs[:2], created_by="user:two")
+    else:
+        jobs = await tasks.enqueue_many_async(specs, created_by="user:one")
+        others = await tasks.enqueue_many_async(specs[:2], created_by="user:two")
+    assert statement_runs("job_insert_many_keyless") == keyless + 2
+    assert [job.args for job in jobs] == [spec.args for spec in specs]
+    assert len({job.id for job in jobs + others}) == 6
+    assert [job.id for job in jobs] == sorted(job.id for job in jobs)
+    for job in jobs + others:
+        stored = tasks.get_job(job.id)
+        assert stored == job
+        assert (stored.queue, stored.priority, stored.max_attempts, stored.timeout) == (
+            "mail",
+            5,
+            7,
+            12.5,
+        )
+        assert stored.state is JobState.PENDING and not stored.duplicate
+    assert {tasks.get_job(job.id).created_by for job in jobs} == {"user:one"}
+    assert {tasks.get_job(job.id).created_by for job in others} == {"user:two"}
+    woken = [n.payload for n in sql.notifies(timeout=10, stop_after=2)]
+    assert woken == ["mail", "mail"]  # each batch wakes its queue once
+
+
+def test_a_key_in_a_batch_of_plain_jobs_still_finds_its_holder(tasks: App) -> None:
+    held = tasks.enqueue("plain", {"n": -1}, unique_key="held")
+    keyed = statement_runs("job_insert_many")
+    jobs = tasks.enqueue_many(
+        [JobSpec("plain", {"n": 0}), JobSpec("plain", {"n": 1}, unique_key="held")]
+    )
+    assert statement_runs("job_insert_many") == keyed + 1
+    assert not jobs[0].duplicate and jobs[0].args == {"n": 0}
+    assert jobs[1].duplicate and jobs[1].id == held.id and jobs[1].args == {"n": -1}
+
+
+def test_the_keyless_statement_given_a_live_key_fails_rather_than_duplicating(
+    tasks: App, sql: psycopg.Connection[Any]
+) -> None:
+    held = tasks.enqueue("plain", {"n": -1}, unique_key="held")
+    row = JobRow("default", "plain", 0, 1, None, None, "held", "app")
+    with tasks.db.pool().connection() as conn, pytest.raises(psycopg.errors.UniqueViolation):
+        tasks.db.store.job_insert_many_keyless_sync(conn, jobs=[row, row], args="[{},{}]")
+    assert sql.execute("SELECT id FROM jobs").fetchall() == [(held.id,)]
+
+
+def test_jobs_of_a_task_given_new_options_take_them(tasks: App) -> None:
+    task = tasks.get_task("plain")
+    before = tasks.enqueue_many([JobSpec("plain", {"n": n}) for n in range(2)])
+    task.options = dataclasses.replace(task.options, queue="elsewhere", priority=-7)
+    after = tasks.enqueue_many([JobSpec("plain", {"n": n}) for n in range(2)])
+    assert {(job.queue, job.priority) for job in before} == {("default", 0)}
+    assert {(job.queue, job.priority) for job in after} == {("elsewhere", -7)}
+    assert [tasks.get_job(job.id) for job in after] == after
+
+
+def test_enqueue_many_takes_mappings_other_than_dicts(tasks: App) -> None:
+    jobs = tasks.enqueue_many(
+        [JobSpec("plain", MappingProxyType({"n": n})) for n in range(3)]
+        + [JobSpec("mail.send", MappingProxyType({"to": "a", "cc": ["b"]}))]
+    )
+    assert [job.args for job in jobs] == [{"n": 0}, {"n": 1}, {"n": 2}, {"to": "a", "cc": ["b"]}]
+    assert all(type(job.args) is dict for job in jobs)
+    assert [tasks.get_job(job.id).args for job in jobs] == [job.args for job in jobs]
+    with pytest.raises(EnqueueError) as raised:  # a value json cannot encode is still named
+        tasks.enqueue_many([JobSpec("plain", {"n": 1}), JobSpec("plain", {"n": {1, 2}})])
+    assert raised.value.field == "args.n"

@@ -149,3 +149,29 @@ async def test_a_fastapi_request_instrumented_by_opentelemetry_links_to_the_jobs
     [process] = named(spans, "process receipts")
     assert [link.context.span_id for link in process.links] == [send.context.span_id]
     assert process.attributes["messaging.message.id"] == str(placed.json()["job"])
+
+
+async def test_every_job_of_a_batch_carries_the_senders_trace_context(
+    app: App, spans: InMemorySpanExporter
+) -> None:
+    @app.task(queue="bulk")
+    def ping(n: int) -> None:
+        pass
+
+    @app.task(queue="bulk")
+    def pong(n: int) -> None:
+        pass
+
+    # one task's plain jobs share a row; a second task's, another: each is traced
+    specs = [ping.spec(n=n) for n in range(3)] + [pong.spec(n=9)]
+    jobs = await app.enqueue_many_async(specs)
+    [send] = named(spans, "send bulk")
+    assert send.attributes["messaging.batch.message_count"] == 4
+    for job in jobs:
+        stored = (await app.get_job_async(job.id)).trace_context
+        assert stored is not None and f"{send.context.span_id:016x}" in stored
+    trace._TRACER_PROVIDER_SET_ONCE = Once()  # no provider from here on
+    trace._TRACER_PROVIDER = None
+    untraced = await app.enqueue_many_async([ping.spec(n=1), ping.spec(n=2)])
+    for job in untraced:  # the task's shared row kept no trace of the traced batch
+        assert (await app.get_job_async(job.id)).trace_context is None

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tickwork.db.migrate import available
-from tickwork.db.statements import Statements, parse
+from tickwork.db.statements import Statements, _raw, parse
 
 
 def test_parse_splits_named_blocks_keeping_comments() -> None:
@@ -41,3 +43,11 @@ def test_the_capped_claim_keeps_in_step_with_the_claim() -> None:
 def test_migrations_are_numbered_without_gaps() -> None:
     versions = [m.version for m in available()]
     assert versions == list(range(1, len(versions) + 1))
+
+
+def test_no_statement_has_a_percent_sign_psycopg_would_read_as_a_placeholder() -> None:
+    # comments travel with the statement: a bare % anywhere fails it when it runs
+    stray = {
+        name: text for name, text in _raw().items() if "%" in re.sub(r"%\(\w+\)s|%%", "", text)
+    }
+    assert sorted(stray) == []

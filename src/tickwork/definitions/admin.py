@@ -277,7 +277,6 @@ async def _enqueue_run(
     job = JobRow(
         queue=definition.queue,
         task=definition.task,
-        args=definition.snapshot(trigger),
         priority=DEFAULT_PRIORITY,
         max_attempts=definition.retry["max_attempts"],
         run_at=None,
@@ -285,7 +284,7 @@ async def _enqueue_run(
         unique_key=None,
         created_by=actor,
     )
-    plan = insert_plan([job])
+    plan = insert_plan([job], [definition.snapshot(trigger)])
     answer = await store.job_insert(conn, job=plan.sent[0], args=plan.args)
     job_id: int = answer["id"]
     await store.definition_run_audit(

@@ -64,12 +64,13 @@ def unregistered_row(
     defaults: Mapping[str, Any] | None = None,
 ) -> JobRow:
     """A job of a task this process does not define, for a worker that does: its arguments
-    cannot be checked against the handler here. The options it leaves unset take
-    ``defaults`` (what a worker recorded its task gives its jobs: queue, priority,
-    max_attempts, timeout), else those of a task registered without options (queue
-    ``default``, ...)."""
+    cannot be checked against the handler here (only that they are a mapping; they travel
+    beside the row). The options it leaves unset take ``defaults`` (what a worker recorded
+    its task gives its jobs: queue, priority, max_attempts, timeout), else those of a task
+    registered without options (queue ``default``, ...)."""
     if not isinstance(spec.task, str) or not spec.task.strip():
         raise EnqueueError("task", spec.task, "must be a task name")
+    check_args_mapping(spec.args)
     given = defaults or {}
 
     def pick(value: Any, name: str, default: Any) -> Any:
@@ -78,7 +79,6 @@ def unregistered_row(
     return JobRow(
         queue=check_queue(pick(spec.queue, "queue", DEFAULT_QUEUE)),
         task=spec.task,
-        args=check_args_mapping(spec.args),
         priority=check_priority(pick(spec.priority, "priority", DEFAULT_PRIORITY)),
         max_attempts=check_max_attempts(
             pick(spec.max_attempts, "max_attempts", DEFAULT_MAX_ATTEMPTS)
@@ -114,7 +114,7 @@ def encode_args(args: Mapping[str, Any]) -> str:
 
 
 def check_args_mapping(args: Any) -> Mapping[str, Any]:
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):  # a dict, without the ABC check
         raise EnqueueError("args", args, "must be a mapping of argument names to values")
     return args
 
@@ -195,51 +195,67 @@ class InsertPlan:
     """The arguments of each sent row as they will be stored (decoded from what was sent)."""
     position: list[int]
     """For each input row, the index of the row sent for it."""
+    shared: JobRow | None = None
+    """The one row every job of a batch shares, when they do and it has no unique key (the
+    usual batch: every job sent as given, none can be a duplicate)."""
 
 
-def insert_plan(rows: Sequence[JobRow]) -> InsertPlan:
-    """One job alone (the cheapest form), or a batch otherwise.
+def insert_plan(rows: Sequence[JobRow], args: Sequence[Mapping[str, Any]]) -> InsertPlan:
+    """One job alone (the cheapest form), or a batch otherwise; ``args[i]`` are the
+    arguments of ``rows[i]``.
 
     Arguments are encoded once, as the text the statement takes; they are checked by that
     encoding (an argument that cannot be encoded is named by :func:`encode_args`), and the
     arguments the returned jobs carry are decoded from the same text, in one call.
     """
     if len(rows) == 1:
-        row = rows[0]
-        args_json = encode_args(row.args)
-        return InsertPlan(False, args_json, [row], [json.loads(args_json)], [0])
-    sent: list[JobRow] = []
-    position: list[int] = []
-    first_by_key: dict[str, int] = {}
-    for row in rows:
-        # A single statement cannot upsert the same key twice; a repeat would dedupe anyway.
-        if row.unique_key is not None and row.unique_key in first_by_key:
-            position.append(first_by_key[row.unique_key])
-            continue
-        if row.unique_key is not None:
-            first_by_key[row.unique_key] = len(sent)
-        position.append(len(sent))
-        sent.append(row)
+        args_json = encode_args(args[0])
+        return InsertPlan(False, args_json, [rows[0]], [json.loads(args_json)], [0])
+    first = rows[0]
+    shared = first if rows.count(first) == len(rows) else None  # by identity: see JobRow
+    if shared is not None and shared.unique_key is None:
+        # the usual batch (one shared row, no key): every row is sent, in order
+        sent: list[JobRow] = rows if isinstance(rows, list) else list(rows)
+        sent_args: list[Mapping[str, Any]] = args if isinstance(args, list) else list(args)
+        position = list(range(len(rows)))
+    else:
+        shared = None  # a key repeated within the batch is sent once
+        sent = []
+        sent_args = []
+        position = []
+        first_by_key: dict[str, int] = {}
+        for row, job_args in zip(rows, args, strict=True):
+            key = row.unique_key
+            # A single statement cannot upsert the same key twice; a repeat would dedupe anyway.
+            if key is not None:
+                if key in first_by_key:
+                    position.append(first_by_key[key])
+                    continue
+                first_by_key[key] = len(sent)
+            position.append(len(sent))
+            sent.append(row)
+            sent_args.append(job_args)
     # The arguments as one C-encoded JSON array (the store sends every other column as one
-    # typed array).
+    # typed array, or as one value when every job has the same).
     try:
-        all_args = [r.args for r in sent]
-        args_json = json.dumps(all_args, allow_nan=False, separators=(",", ":"))
+        args_json = json.dumps(sent_args, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):
-        for r in sent:
-            encode_args(r.args)  # raises, naming the argument
-        raise
+        for job_args in sent_args:
+            encode_args(job_args)  # raises, naming the argument
+        # each job's arguments encode on their own: some are mappings other than dicts
+        sent_args = [dict(job_args) for job_args in sent_args]
+        args_json = json.dumps(sent_args, allow_nan=False, separators=(",", ":"))
     # One job's arguments are at most the batch's text, and a job nested deeper than the
     # limit holds that many containers besides its own mapping: only a batch that could hold
     # a job over a limit has its jobs checked one by one (which raises, naming the argument).
     # The common batch of flat arguments is ruled out by counting brackets (C speed).
     containers = args_json.count("[") + args_json.count("{") - len(sent) - 1
     if len(args_json) > MAX_JSON_BYTES or (
-        containers >= MAX_JSON_DEPTH and too_deep(all_args, MAX_JSON_DEPTH + 1)
+        containers >= MAX_JSON_DEPTH and too_deep(sent_args, MAX_JSON_DEPTH + 1)
     ):
-        for r in sent:
-            encode_args(r.args)
-    return InsertPlan(True, args_json, sent, json.loads(args_json), position)
+        for job_args in sent_args:
+            encode_args(job_args)
+    return InsertPlan(True, args_json, sent, json.loads(args_json), position, shared)
 
 
 def sync_connection(conn: Any) -> psycopg.Connection[Any]:

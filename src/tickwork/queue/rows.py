@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -181,6 +182,35 @@ def inserted_job(sent: JobRow, job_id: int, args: dict[str, Any], created_at: da
         sent.created_by,
         sent.unique_key,
     )
+
+
+def inserted_jobs(
+    sent: JobRow, job_ids: Sequence[int], args: Sequence[dict[str, Any]], created_at: datetime
+) -> list[Job]:
+    """:func:`inserted_job` of each id and arguments, for jobs that share one row ``sent``
+    (the usual batch: its columns read once, not once per job)."""
+    queue, task, priority, max_attempts = sent.queue, sent.task, sent.priority, sent.max_attempts
+    run_at = created_at if sent.run_at is None else sent.run_at
+    timeout, created_by, unique_key = sent.timeout, sent.created_by, sent.unique_key
+    pending = JobState.PENDING
+    return [
+        Job(
+            job_id,
+            queue,
+            task,
+            job_args,
+            pending,
+            priority,
+            0,
+            max_attempts,
+            run_at,
+            timeout,
+            created_at,
+            created_by,
+            unique_key,
+        )
+        for job_id, job_args in zip(job_ids, args, strict=True)
+    ]
 
 
 def execution(row: Row) -> Execution:

@@ -161,7 +161,6 @@ class Runtimes:
         row = JobRow(
             queue=ctx.job.queue,
             task=ctx.job.task,
-            args=args,
             priority=ctx.job.priority,
             max_attempts=ctx.job.max_attempts,
             run_at=now + timedelta(seconds=rule["every"]),
@@ -169,6 +168,6 @@ class Runtimes:
             unique_key=f"definition:{definition['id']}:loop:{root}:{done + 1}",
             created_by=f"loop:{root}",
         )
-        plan = insert_plan([row])
+        plan = insert_plan([row], [args])
         async with pool.connection() as conn:
             await self.db.store.job_insert(conn, job=plan.sent[0], args=plan.args)

@@ -3,7 +3,7 @@ operators read them)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -11,13 +11,16 @@ from typing import Any
 from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
 
 
-@dataclass(slots=True)  # not frozen: built per job on the enqueue path, where that costs
+# not frozen: a frozen __init__ costs more, and rows are built per job; compared by identity
+# (eq=False), so list.count(row) tells in C whether a batch shares one row
+@dataclass(slots=True, eq=False)
 class JobRow:
-    """A validated job, ready to insert (internal; never changed after it is built)."""
+    """A validated job's columns but its arguments, ready to insert (internal; never changed
+    after it is built, so jobs with the same options share one: a task's jobs that set no
+    option of their own are one object, see ``Task.row``). The arguments travel beside it."""
 
     queue: str
     task: str
-    args: Mapping[str, Any]
     priority: int
     max_attempts: int
     run_at: datetime | None
@@ -59,6 +62,10 @@ def _insert_params(job: JobRow, args: str) -> dict[str, Any]:
 
 def _insert_many_params(jobs: Sequence[JobRow], args: str) -> dict[str, Any]:
     params: dict[str, Any] = {"args": args}
+    if jobs.count(jobs[0]) == len(jobs):  # the usual batch: one row shared by every job
+        for column in INSERT_MANY_COLUMNS:
+            params[column], params[column + "_all"] = [], getattr(jobs[0], column)
+        return params
     for column in INSERT_MANY_COLUMNS:
         values = [getattr(job, column) for job in jobs]
         first = values[0]
@@ -74,6 +81,17 @@ def _insert_many_params(jobs: Sequence[JobRow], args: str) -> dict[str, Any]:
         else:
             params[column], params[column + "_all"] = values, None
     return params
+
+
+def insert_many_statement(jobs: Sequence[JobRow]) -> str:
+    """The statement that enqueues the batch ``jobs``: ``job_insert_many``, or
+    ``job_insert_many_keyless`` when no job has a unique key (no upsert to pay for)."""
+    first = jobs[0]
+    if jobs.count(first) == len(jobs):  # one shared row (by identity: eq=False)
+        keyless = first.unique_key is None
+    else:
+        keyless = all(job.unique_key is None for job in jobs)
+    return "job_insert_many_keyless" if keyless else "job_insert_many"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +139,30 @@ class JobStatements(Runner):
     async def job_insert_many(self, conn: AsyncConn, *, jobs: Sequence[JobRow], args: str) -> Row:
         """Enqueue a batch in input order (``args``: their arguments as one JSON array); the
         answer row: ``ids`` of the new jobs, ``duplicates`` (the whole jobs holding a key sent,
-        as documents), ``created_at``."""
+        as documents), ``created_at``. A batch without unique keys runs as
+        :meth:`job_insert_many_keyless`."""
+        if insert_many_statement(jobs) == "job_insert_many_keyless":
+            return await self.job_insert_many_keyless(conn, jobs=jobs, args=args)
         return (await self._rows(conn, "job_insert_many", _insert_many_params(jobs, args)))[0]
 
     def job_insert_many_sync(self, conn: Conn, *, jobs: Sequence[JobRow], args: str) -> Row:
         """:meth:`job_insert_many` on a sync connection."""
+        if insert_many_statement(jobs) == "job_insert_many_keyless":
+            return self.job_insert_many_keyless_sync(conn, jobs=jobs, args=args)
         return self._rows_sync(conn, "job_insert_many", _insert_many_params(jobs, args))[0]
+
+    async def job_insert_many_keyless(
+        self, conn: AsyncConn, *, jobs: Sequence[JobRow], args: str
+    ) -> Row:
+        """:meth:`job_insert_many` of a batch in which no job has a unique key, without the
+        upsert (a key given anyway is stored, and a live one fails the statement)."""
+        params = _insert_many_params(jobs, args)
+        return (await self._rows(conn, "job_insert_many_keyless", params))[0]
+
+    def job_insert_many_keyless_sync(self, conn: Conn, *, jobs: Sequence[JobRow], args: str) -> Row:
+        """:meth:`job_insert_many_keyless` on a sync connection."""
+        params = _insert_many_params(jobs, args)
+        return self._rows_sync(conn, "job_insert_many_keyless", params)[0]
 
     async def job_cancel(self, conn: AsyncConn, *, job_ids: Sequence[int], actor: str) -> list[Row]:
         """Cancel these jobs (a RUNNING one: request it); rows ``id, previous_state, state``
