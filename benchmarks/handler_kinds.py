@@ -110,10 +110,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", required=True, help="PostgreSQL URL (a scratch schema is made)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--scale", type=float, default=1.0, help="jobs per workload times this")
     args = parser.parse_args()
     results = {}
     for name in args.workloads.split(","):
         task, jobs, workers = WORKLOADS[name]
+        jobs = max(workers, int(jobs * args.scale))
         schema = f"kinds_{uuid.uuid4().hex[:8]}"
         app = build(args.url, schema)
         try:

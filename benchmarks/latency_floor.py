@@ -45,7 +45,7 @@ def summary(samples: list[float]) -> dict[str, float]:
 async def measure(app: App, jobs: int, rate: float) -> list[float]:
     url, statements = app.db.url, app.db.statements
     task = app.get_task(NOOP)
-    plan = insert_plan([task.row(JobSpec(NOOP, {"n": 0}))])
+    plan = insert_plan([task.row(JobSpec(NOOP, {"n": 0}))], [{"n": 0}])
     insert = _insert_params(plan.sent[0], plan.args)
     channel = statements.channel("jobs")
     params = {

@@ -340,7 +340,12 @@ def _background(app: App, rate: float) -> Iterator[None]:
 
 
 async def _latency(
-    app: App, jobs: int, rate: float, progress: Callable[[int], None], background: float = 0.0
+    app: App,
+    jobs: int,
+    rate: float,
+    progress: Callable[[int], None],
+    background: float = 0.0,
+    concurrency: int | None = None,
 ) -> list[float]:
     started_at.clear()
     committed: dict[int, float] = {}
@@ -355,10 +360,11 @@ async def _latency(
         if seen >= jobs:
             finished.set()
 
-    # idle: 10 slots, as the peers' latency workers; under load, the worker's defaults
+    # idle: 10 slots, as the peers' latency workers; under load, ``concurrency`` (None: the
+    # worker's defaults)
     worker = app.worker(
         queues=[BENCH_QUEUE],
-        concurrency=None if background else 10,
+        concurrency=concurrency if background else 10,
         on_finished=on_finished,
         poll_interval=5.0,
     )
@@ -382,13 +388,18 @@ async def _latency(
 
 
 def bench_latency(
-    app: App, jobs: int, rate: float, progress: Callable[[int], None], background: float = 0.0
+    app: App,
+    jobs: int,
+    rate: float,
+    progress: Callable[[int], None],
+    background: float = 0.0,
+    concurrency: int | None = None,
 ) -> BenchResult:
     """Pickup latency (enqueue commit to handler start) of jobs enqueued at ``rate``; with
     ``background``, while no-op jobs are enqueued to the same queue at that rate too."""
     reset(app)
     with _background(app, background):
-        latencies = asyncio.run(_latency(app, jobs, rate, progress, background))
+        latencies = asyncio.run(_latency(app, jobs, rate, progress, background, concurrency))
     ordered = sorted(latencies)
     p50 = statistics.median(ordered)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
@@ -400,6 +411,7 @@ def bench_latency(
     }
     if background:
         details["background_rate"] = background
+        details["concurrency"] = app.worker(concurrency=concurrency).concurrency
     name = "latency-loaded" if background else "latency"
     return BenchResult(name, jobs, sum(latencies) / 1000, rate, details)
 
@@ -580,7 +592,9 @@ def run(
                 elif name in ("latency", "latency-loaded"):
                     load = background_rate if name == "latency-loaded" else 0.0
                     hook = progress_factory(name, latency_jobs)
-                    results.append(bench_latency(the_app, latency_jobs, rate, hook, load))
+                    results.append(
+                        bench_latency(the_app, latency_jobs, rate, hook, load, concurrency)
+                    )
                 elif name == "memory":
                     hook = progress_factory(name, in_flight)
                     results.append(bench_memory(the_app, in_flight, hook))
