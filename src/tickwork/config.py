@@ -45,6 +45,14 @@ DEFAULT_KEEPALIVES_IDLE = 5
 DEFAULT_KEEPALIVES_INTERVAL = 2
 DEFAULT_KEEPALIVES_COUNT = 3
 DEFAULT_TCP_USER_TIMEOUT = 15.0
+MAX_KEEPALIVES_SECONDS = 32_767
+"""Linux's largest TCP keepalive idle time and probe interval (seconds): libpq's
+``setsockopt`` fails at connect beyond it."""
+MAX_KEEPALIVES_COUNT = 127
+"""Linux's largest number of keepalive probes."""
+MAX_TCP_USER_TIMEOUT = 2_147_483.0
+"""The largest ``tcp_user_timeout`` (seconds): libpq and the server take it in milliseconds
+as a 32-bit integer."""
 
 DEFAULT_QUEUE = "default"
 DEFAULT_PRIORITY = 0
@@ -150,14 +158,16 @@ class TcpSettings(BaseModel):
 
     keepalives: bool = True
     """Send TCP keepalives on idle connections (libpq ``keepalives``)."""
-    keepalives_idle: int = Field(DEFAULT_KEEPALIVES_IDLE, ge=1, le=86_400)
+    keepalives_idle: int = Field(DEFAULT_KEEPALIVES_IDLE, ge=1, le=MAX_KEEPALIVES_SECONDS)
     """Whole seconds of silence before the first keepalive probe (``keepalives_idle``)."""
-    keepalives_interval: int = Field(DEFAULT_KEEPALIVES_INTERVAL, ge=1, le=86_400)
+    keepalives_interval: int = Field(DEFAULT_KEEPALIVES_INTERVAL, ge=1, le=MAX_KEEPALIVES_SECONDS)
     """Whole seconds between unanswered probes (``keepalives_interval``)."""
-    keepalives_count: int = Field(DEFAULT_KEEPALIVES_COUNT, ge=1, le=1000)
+    keepalives_count: int = Field(DEFAULT_KEEPALIVES_COUNT, ge=1, le=MAX_KEEPALIVES_COUNT)
     """Unanswered probes before the connection is dropped (``keepalives_count``; on Linux
     ``user_timeout`` decides instead when it is set)."""
-    user_timeout: float = seconds(DEFAULT_TCP_USER_TIMEOUT, zero=True)
+    user_timeout: float = Field(
+        DEFAULT_TCP_USER_TIMEOUT, ge=0, le=MAX_TCP_USER_TIMEOUT, allow_inf_nan=False
+    )
     """Seconds sent data (or, on Linux, keepalive probes) may stay unacknowledged before the
     connection is dropped (``tcp_user_timeout``, in milliseconds to libpq); 0: the operating
     system's default (about 15 minutes of retransmissions)."""

@@ -190,3 +190,21 @@ def test_pooler_modes_are_named() -> None:
     with pytest.raises(ConfigError) as caught:
         load_settings(database_pooler="session")
     assert "database_pooler ('session')" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("tcp", "field"),
+    [
+        ({"user_timeout": 3e9}, "tcp.user_timeout"),  # libpq takes milliseconds as an int
+        ({"user_timeout": -1}, "tcp.user_timeout"),
+        ({"keepalives_idle": 40_000}, "tcp.keepalives_idle"),  # past Linux's TCP_KEEPIDLE
+        ({"keepalives_interval": 0}, "tcp.keepalives_interval"),
+        ({"keepalives_count": 128}, "tcp.keepalives_count"),  # past Linux's TCP_KEEPCNT
+    ],
+)
+def test_tcp_settings_a_connection_would_refuse_are_refused_by_name(
+    tcp: dict[str, float], field: str
+) -> None:
+    # refused at start-up, naming the setting, not at the first connection as a libpq error
+    with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+        load_settings(tcp=tcp)
