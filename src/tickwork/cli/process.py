@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from tickwork import logs
+from tickwork.cli.bench import WORKLOADS as _WORKLOADS
 from tickwork.cli.common import (
     AppOption,
     ConcurrencyOption,
@@ -32,15 +33,6 @@ from tickwork.worker.run import catch_stop_signals_early
 
 __all__ = ["COMMANDS", "bench", "demo", "doctor", "mcp", "migrate", "serve", "worker"]
 
-_WORKLOADS = (
-    "enqueue-single",
-    "enqueue-batch",
-    "drain",
-    "latency",
-    "latency-loaded",
-    "memory",
-    "steady",
-)
 _DEFAULT_WORKLOADS = ("enqueue-single", "enqueue-batch", "drain", "latency")
 
 

@@ -239,6 +239,12 @@ class Database:
             raise DatabaseUnavailable(
                 f"could not connect to the database: {one_line(exc)}"
             ) from exc
+        return await self._checked_direct(conn)
+
+    async def _checked_direct(
+        self, conn: psycopg.AsyncConnection[Any]
+    ) -> psycopg.AsyncConnection[Any]:
+        """``conn``, once :meth:`check_direct_async` passed; closed when it did not."""
         try:
             await self.check_direct_async(conn)
         except BaseException:
@@ -338,12 +344,7 @@ class Database:
         conn = await psycopg.AsyncConnection.connect(
             url, application_name=name, **self.connection_kwargs(url)
         )
-        try:
-            await self.check_direct_async(conn)
-        except BaseException:
-            await conn.close()
-            raise
-        return conn
+        return await self._checked_direct(conn)
 
     def close(self) -> None:
         """Close the sync pool, the async pools of event loops that have ended, and those of
