@@ -69,6 +69,7 @@ from tickwork.queue.enqueue import (
 )
 from tickwork.queue.options import TaskOptions, task_options
 from tickwork.queue.retention import Retention
+from tickwork.queue.vacuum import VACUUM_CHECK_INTERVAL, JobVacuum
 from tickwork.queue.wait import wait_async
 from tickwork.queue.watchdog import Watchdog
 from tickwork.runtimes import available
@@ -711,6 +712,15 @@ class App:
                 interval=settings.retention.interval,
                 lease_settings=settings.leases,
             )
+            vacuum = JobVacuum(pool, store, settings.retention)
+            if vacuum.enabled:
+                host.add_singleton(
+                    Role.RETENTION,
+                    "vacuum",
+                    vacuum.run_once,
+                    interval=VACUUM_CHECK_INTERVAL,
+                    lease_settings=settings.leases,
+                )
         if "signals" in roles:
             host.signals = self.signal_runtime(pool, leases=host.leases)
             host.add("signals", host.signals.run, after_election=True)

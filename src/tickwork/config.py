@@ -78,6 +78,7 @@ DEFAULT_LEADER_LEASE_TTL = 30.0
 DEFAULT_SCHEDULER_INTERVAL = 30.0
 DEFAULT_RETENTION_INTERVAL = 60.0
 DEFAULT_RETENTION_BATCH = 5000
+DEFAULT_VACUUM_DEAD_ROWS = 5_000
 DEFAULT_FINISHED_RETENTION = 24 * 3600.0
 DEFAULT_ACTIVITY_RETENTION = 30 * 86400.0
 DEFAULT_WORKER_METRICS_RETENTION = 7 * 86400.0
@@ -317,7 +318,13 @@ class RetentionSettings(BaseModel):
     """Jobs deleted per statement."""
     vacuum: Literal["auto", "always", "never"] = "auto"
     """After deleting, VACUUM the job tables: "auto" only when the server's autovacuum is
-    off (every update of a job leaves a dead row that only vacuum reclaims)."""
+    off (every update of a job leaves a dead row that only vacuum reclaims). "never" also
+    turns off the vacuum by dead rows (``vacuum_dead_rows``)."""
+    vacuum_dead_rows: int = Field(DEFAULT_VACUUM_DEAD_ROWS, ge=0)
+    """VACUUM the jobs table as soon as it holds this many dead rows (checked every second by
+    the retention leader, whatever the server's autovacuum; 0: never): every claim steps over
+    the index entries of the jobs claimed since the last vacuum, and autovacuum (a minute
+    apart at best) lets hundreds of thousands pile up at a few thousand jobs a second."""
 
 
 class AuthSettings(BaseModel):

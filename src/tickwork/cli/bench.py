@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import multiprocessing
 import os
 import platform
@@ -28,7 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -36,6 +37,8 @@ from typing import Any
 from tickwork.app import App
 from tickwork.db.scratch import empty, is_scratch, refusal, scratch_schema
 from tickwork.queue.enqueue import JobSpec
+from tickwork.queue.vacuum import VACUUM_CHECK_INTERVAL, JobVacuum
+from tickwork.services.periodic import run_periodically
 from tickwork.worker.attempt import Outcome
 
 BENCH_SCHEMA_PREFIX = "tickwork_bench_"
@@ -187,6 +190,28 @@ RSS_EARLY_MARK = 50_000
 """Jobs after which the drain notes the worker's peak RSS, to compare with the end."""
 
 
+@contextlib.asynccontextmanager
+async def _vacuumed(app: App) -> AsyncIterator[None]:
+    """The jobs table vacuumed by its dead rows for the block's duration, as the retention
+    leader of ``tickwork worker`` does (the bench's own worker runs no retention)."""
+    vacuum = JobVacuum(await app.db.async_pool(), app.db.store, app.settings.retention)
+    stop = asyncio.Event()
+    running = asyncio.create_task(
+        run_periodically(
+            vacuum.run_once,
+            interval=VACUUM_CHECK_INTERVAL,
+            stop=stop,
+            log=logging.getLogger("tickwork.bench"),
+            name="vacuum",
+        )
+    )
+    try:
+        yield
+    finally:
+        stop.set()
+        await running
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
 
@@ -214,7 +239,8 @@ async def _drain_here(
     await worker.open()
     start = time.perf_counter()
     running = asyncio.create_task(worker.run())
-    await finished.wait()
+    async with _vacuumed(app):
+        await finished.wait()
     memory["peak_rss_mb_at_end"] = round(_peak_rss_mb(), 1)
     memory["wall_seconds"] = round(time.perf_counter() - start, 3)
     worker.request_stop()
@@ -371,7 +397,7 @@ async def _latency(
     running = asyncio.create_task(worker.run())
     await asyncio.wait_for(worker.listening.wait(), 30)
     pool = await app.db.async_pool()
-    async with pool.connection() as conn:
+    async with _vacuumed(app), pool.connection() as conn:
         interval = 1.0 / rate
         next_at = time.perf_counter()
         for n in range(jobs):

@@ -528,6 +528,20 @@ SELECT id FROM gone;
 -- leaves behind, where the server's autovacuum does not.
 VACUUM (ANALYZE) {schema}.jobs, {schema}.executions, {schema}.tallies, {schema}.tally_totals;
 
+-- name: job_dead_rows
+-- The dead row versions in the jobs table by the server's statistics (a claim and an outcome
+-- leave one each; a vacuum reclaims them). The statistics lag by up to a second.
+SELECT coalesce((SELECT n_dead_tup FROM pg_stat_user_tables
+                 WHERE relid = '{schema}.jobs'::regclass), 0)::bigint AS dead;
+
+-- name: job_vacuum
+-- Run outside a transaction. Only the jobs table, the one claims read: every job claimed
+-- since the last vacuum leaves an index entry at the head of the claim's range in
+-- jobs_runnable_idx, and every claim steps over them. INDEX_CLEANUP ON: with few dead rows
+-- in a large table the server would otherwise skip the indexes, and the index is the point.
+-- SKIP_LOCKED: never queue behind a vacuum already at work on the table (autovacuum's).
+VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) {schema}.jobs;
+
 -- name: job_progress_many
 -- Store what running handlers reported of their progress, one statement per batch (a JSON
 -- array of {job_id, execution_id, progress}). Only while the attempt is the live one: a

@@ -102,6 +102,15 @@ class AttemptStatements(Runner):
         """Vacuum and analyse the job tables (``conn`` must not be in a transaction)."""
         await self._rows(conn, "job_tables_vacuum", {})
 
+    async def job_dead_rows(self, conn: AsyncConn) -> int:
+        """The dead row versions in the jobs table, by the server's statistics."""
+        return int((await self._rows(conn, "job_dead_rows", {}))[0]["dead"])
+
+    async def job_vacuum(self, conn: AsyncConn) -> None:
+        """Vacuum the jobs table alone, unless a vacuum is already at work on it (``conn``
+        must not be in a transaction)."""
+        await self._rows(conn, "job_vacuum", {})
+
     # -- executions.sql -------------------------------------------------------------------
 
     async def execution_reclaim_expired(
