@@ -8,17 +8,27 @@ notification included) committed on one connection, then, once the notification 
 second, ``job_claim`` of one job on a third with the claim connections' settings, until its
 answer is read: the SQL of a pickup, with no worker around it.
 
+With ``--background-rate`` (``tickwork bench -w latency-loaded``'s load) the same producer
+process as the bench's enqueues no-op jobs into the queue at that rate, and the pickup is a
+loop of SQL alone draining them: ``job_claim`` of up to ``--claim`` jobs (50, the default
+worker's claims), then ``job_complete_many`` of them as the completer writes no-op outcomes,
+again at once, or after a notification when the queue was empty; a latency job's pickup ends
+when a claim returns it. The jobs table is vacuumed by its dead rows meanwhile, as by
+``tickwork worker`` (``retention.vacuum_dead_rows``).
+
 It prints p50, p99 and p99/p50 in milliseconds, over ``--jobs`` events at ``--rate`` a
 second, so the bench's ratio can be read against what this machine's scheduler and database
 allow::
 
     .venv/bin/python benchmarks/latency_floor.py --url postgresql://127.0.0.1:5432/test
+    .venv/bin/python benchmarks/latency_floor.py --url ... --background-rate 5000
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import time
@@ -27,9 +37,11 @@ import uuid
 import psycopg
 
 from tickwork.app import App
-from tickwork.cli.bench import BENCH_QUEUE, NOOP, make_app
+from tickwork.cli.bench import BENCH_QUEUE, NOOP, STAMP, _background, _vacuumed, make_app
 from tickwork.db.store.jobs import _insert_params
 from tickwork.queue.enqueue import JobSpec, insert_plan
+from tickwork.types import ExecutionState
+from tickwork.worker.completer import Completion, _outcomes
 from tickwork.worker.worker import CLAIM_SERVER_SETTINGS
 
 SCHEMA = "tickwork_latency_floor"
@@ -87,16 +99,89 @@ async def measure(app: App, jobs: int, rate: float) -> list[float]:
     return [(arrived[n] - sent[n]) * 1000 for n in range(jobs)]
 
 
+async def measure_loaded(app: App, jobs: int, rate: float, claim: int) -> list[float]:
+    """The pickup of jobs enqueued at ``rate`` while a SQL-only loop drains the queue (the
+    producer's background jobs and these) ``claim`` jobs at a time."""
+    url, statements = app.db.url, app.db.statements
+    stamp = app.get_task(STAMP)
+    inserts = []
+    for n in range(jobs):
+        plan = insert_plan([stamp.row(JobSpec(STAMP, {"key": n}))], [{"key": n}])
+        inserts.append(_insert_params(plan.sent[0], plan.args))
+    params = {
+        "queues": [BENCH_QUEUE],
+        "tasks": [NOOP, STAMP],
+        "limit": claim,
+        "worker_id": uuid.uuid4(),
+        "lease_ttl": 30.0,
+    }
+    options = " ".join(f"-c {k}={v}" for k, v in CLAIM_SERVER_SETTINGS.items())
+    async with (
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as sender,
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as listener,
+        await psycopg.AsyncConnection.connect(url, autocommit=True, options=options) as claimer,
+        await psycopg.AsyncConnection.connect(url, autocommit=True) as completer,
+        _vacuumed(app),
+    ):
+        await listener.execute(f'LISTEN "{statements.channel("jobs")}"')
+        noted = asyncio.Event()
+        sent: dict[int, float] = {}
+        arrived: dict[int, float] = {}
+
+        async def listen() -> None:
+            async for _ in listener.notifies():
+                noted.set()
+
+        async def drain() -> None:
+            while len(arrived) < jobs:
+                noted.clear()
+                rows = await (await claimer.execute(statements["job_claim"], params)).fetchall()
+                now = time.perf_counter()
+                if not rows:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(noted.wait(), 0.5)  # the worker's poll is 5 s
+                    continue
+                for row in rows:  # by position: id, queue, task, args, ... execution_id
+                    if row[2] == STAMP:
+                        arrived[json.loads(row[3])["key"]] = now
+                done = [
+                    Completion(r[0], r[17], ExecutionState.SUCCEEDED, None, None, 0.0) for r in rows
+                ]
+                await completer.execute(
+                    statements["job_complete_many"], {"outcomes": _outcomes(done)}
+                )
+
+        listening = asyncio.create_task(listen())
+        draining = asyncio.create_task(drain())
+        interval = 1.0 / rate
+        next_at = time.perf_counter()
+        for n in range(jobs):
+            next_at += interval
+            await sender.execute(statements["job_insert"], inserts[n])
+            sent[n] = time.perf_counter()  # autocommit: committed on return, as the bench's
+            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+        await asyncio.wait_for(draining, 60)
+        listening.cancel()
+    return [(arrived[n] - sent[n]) * 1000 for n in range(jobs)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", required=True)
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--background-rate", type=float, default=0.0)
+    parser.add_argument("--claim", type=int, default=50)
     args = parser.parse_args()
     app = make_app(database_url=args.url, schema=SCHEMA)  # tickwork bench's task
     try:
         app.migrate()
-        results = summary(asyncio.run(measure(app, args.jobs, args.rate)))
+        if args.background_rate:
+            with _background(app, args.background_rate):
+                samples = asyncio.run(measure_loaded(app, args.jobs, args.rate, args.claim))
+        else:
+            samples = asyncio.run(measure(app, args.jobs, args.rate))
+        results = summary(samples)
     finally:
         app.close()
         with psycopg.connect(args.url, autocommit=True) as conn:

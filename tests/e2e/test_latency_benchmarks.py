@@ -43,3 +43,21 @@ def test_latency_floor_times_the_sql_of_a_pickup(database_url: str) -> None:
     report = run("latency_floor.py", "--url", database_url, "--jobs", "20", "--rate", "200")
     assert set(report) == {"p50_ms", "p99_ms", "p99_over_p50"}
     assert 0 < report["p50_ms"] <= report["p99_ms"]
+
+
+def test_latency_floor_under_a_background_load_drains_it_with_sql_alone(
+    database_url: str,
+) -> None:
+    report = run(
+        "latency_floor.py",
+        "--url",
+        database_url,
+        "--jobs",
+        "20",
+        "--rate",
+        "200",
+        "--background-rate",
+        "500",
+    )
+    assert set(report) == {"p50_ms", "p99_ms", "p99_over_p50"}
+    assert 0 < report["p50_ms"] <= report["p99_ms"]
