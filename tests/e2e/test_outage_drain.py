@@ -127,6 +127,8 @@ def test_restart_and_killed_sessions_mid_drain_lose_nothing(
             )
         )
     try:
+        # both workers up (past their start-up's migration, which a cut would fail) first
+        wait(lambda: count(sql, "SELECT count(*) FROM workers") >= 2, "the workers start", procs)
         noop_app.enqueue_many([JobSpec("e2e.noop") for _ in range(JOBS)])
         wait(lambda: succeeded(sql) >= JOBS // 5, "a fifth of the jobs are done", procs)
 
