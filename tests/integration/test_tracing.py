@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tickwork import App, JobState
+from tickwork import App, JobSpec, JobState
 
 trace = pytest.importorskip("opentelemetry.trace", reason="pip install tickwork[otel]")
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
@@ -175,3 +175,20 @@ async def test_every_job_of_a_batch_carries_the_senders_trace_context(
     untraced = await app.enqueue_many_async([ping.spec(n=1), ping.spec(n=2)])
     for job in untraced:  # the task's shared row kept no trace of the traced batch
         assert (await app.get_job_async(job.id)).trace_context is None
+
+
+async def test_the_jobs_an_enqueue_returns_carry_the_trace_context_stored_with_them(
+    app: App, spans: InMemorySpanExporter
+) -> None:
+    @app.task(queue="bulk")
+    def ping(n: int) -> None:
+        pass
+
+    one = await app.enqueue_async(ping.name, {"n": 0})
+    shared = await app.enqueue_many_async([ping.spec(n=n) for n in range(3)])
+    mixed = await app.enqueue_many_async([ping.spec(n=4), JobSpec(ping.name, {"n": 5}, priority=3)])
+    keyed = JobSpec(ping.name, {"n": 6}, unique_key="k")
+    [new, again] = await app.enqueue_many_async([keyed, keyed])  # the repeat: a duplicate
+    for job in [one, *shared, *mixed, new, again]:
+        assert job.trace_context is not None
+        assert job.trace_context == (await app.get_job_async(job.id)).trace_context

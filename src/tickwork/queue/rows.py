@@ -166,7 +166,7 @@ def duplicate_job(document: dict[str, Any]) -> Job:
 
 def inserted_job(sent: JobRow, job_id: int, args: dict[str, Any], created_at: datetime) -> Job:
     """The job an enqueue created, from what was sent and the id and time it was given."""
-    return Job(  # positional (id, queue, task, args, state, priority, attempts, max_attempts,
+    made = Job(  # positional (id, queue, task, args, state, priority, attempts, max_attempts,
         # run_at, timeout, created_at, created_by, unique_key): one per enqueued job, so cheap
         job_id,
         sent.queue,
@@ -182,6 +182,8 @@ def inserted_job(sent: JobRow, job_id: int, args: dict[str, Any], created_at: da
         sent.created_by,
         sent.unique_key,
     )
+    made.trace_context = sent.trace_context
+    return made
 
 
 def inserted_jobs(
@@ -193,7 +195,7 @@ def inserted_jobs(
     run_at = created_at if sent.run_at is None else sent.run_at
     timeout, created_by, unique_key = sent.timeout, sent.created_by, sent.unique_key
     pending = JobState.PENDING
-    return [
+    made = [
         Job(
             job_id,
             queue,
@@ -211,6 +213,10 @@ def inserted_jobs(
         )
         for job_id, job_args in zip(job_ids, args, strict=True)
     ]
+    if sent.trace_context is not None:  # traced enqueues only: set after, not per job
+        for job in made:
+            job.trace_context = sent.trace_context
+    return made
 
 
 def execution(row: Row) -> Execution:
