@@ -1,5 +1,5 @@
-"""``benchmarks/handler_kinds.py`` and ``benchmarks/latency_floor.py`` at tiny sizes: they run
-against the code as it is and report what they measured, never how fast."""
+"""``benchmarks/handler_kinds.py``, ``latency_floor.py`` and ``enqueue_cost.py`` at tiny
+sizes: they run against the code as it is and report what they measured, never how fast."""
 
 from __future__ import annotations
 
@@ -61,3 +61,17 @@ def test_latency_floor_under_a_background_load_drains_it_with_sql_alone(
     )
     assert set(report) == {"p50_ms", "p99_ms", "p99_over_p50"}
     assert 0 < report["p50_ms"] <= report["p99_ms"]
+
+
+def test_enqueue_cost_reports_every_mode(database_url: str) -> None:
+    sizes = ["--batches", "2", "--batch", "10", "--single", "5"]
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "enqueue_cost.py"), "--url", database_url, *sizes],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reported = {line.split()[0] for line in proc.stdout.splitlines() if "client CPU" in line}
+    assert reported == {"batch", "batch-async", "single", "single-async"}
