@@ -33,6 +33,7 @@ import json
 import statistics
 import time
 import uuid
+from typing import Any
 
 import psycopg
 
@@ -54,24 +55,34 @@ def summary(samples: list[float]) -> dict[str, float]:
     return {"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "p99_over_p50": round(p99 / p50, 2)}
 
 
+def claim_params(tasks: list[str], limit: int) -> dict[str, Any]:
+    """``job_claim``'s parameters for up to ``limit`` jobs of ``tasks`` in the bench's queue."""
+    return {
+        "queues": [BENCH_QUEUE],
+        "tasks": tasks,
+        "limit": limit,
+        "worker_id": uuid.uuid4(),
+        "lease_ttl": 30.0,
+    }
+
+
+async def claim_connection(url: str) -> psycopg.AsyncConnection[Any]:
+    """A connection with the worker's claim connections' settings."""
+    options = " ".join(f"-c {k}={v}" for k, v in CLAIM_SERVER_SETTINGS.items())
+    return await psycopg.AsyncConnection.connect(url, autocommit=True, options=options)
+
+
 async def measure(app: App, jobs: int, rate: float) -> list[float]:
     url, statements = app.db.url, app.db.statements
     task = app.get_task(NOOP)
     plan = insert_plan([task.row(JobSpec(NOOP, {"n": 0}))], [{"n": 0}])
     insert = _insert_params(plan.sent[0], plan.args)
     channel = statements.channel("jobs")
-    params = {
-        "queues": [BENCH_QUEUE],
-        "tasks": [NOOP],
-        "limit": 1,
-        "worker_id": uuid.uuid4(),
-        "lease_ttl": 30.0,
-    }
-    options = " ".join(f"-c {k}={v}" for k, v in CLAIM_SERVER_SETTINGS.items())
+    params = claim_params([NOOP], 1)
     async with (
         await psycopg.AsyncConnection.connect(url, autocommit=True) as sender,
         await psycopg.AsyncConnection.connect(url, autocommit=True) as listener,
-        await psycopg.AsyncConnection.connect(url, autocommit=True, options=options) as claimer,
+        await claim_connection(url) as claimer,
     ):
         for _ in range(6):  # prepared, as the worker's claim is after its fifth run
             await claimer.execute(statements["job_claim"], params)
@@ -108,18 +119,11 @@ async def measure_loaded(app: App, jobs: int, rate: float, claim: int) -> list[f
     for n in range(jobs):
         plan = insert_plan([stamp.row(JobSpec(STAMP, {"key": n}))], [{"key": n}])
         inserts.append(_insert_params(plan.sent[0], plan.args))
-    params = {
-        "queues": [BENCH_QUEUE],
-        "tasks": [NOOP, STAMP],
-        "limit": claim,
-        "worker_id": uuid.uuid4(),
-        "lease_ttl": 30.0,
-    }
-    options = " ".join(f"-c {k}={v}" for k, v in CLAIM_SERVER_SETTINGS.items())
+    params = claim_params([NOOP, STAMP], claim)
     async with (
         await psycopg.AsyncConnection.connect(url, autocommit=True) as sender,
         await psycopg.AsyncConnection.connect(url, autocommit=True) as listener,
-        await psycopg.AsyncConnection.connect(url, autocommit=True, options=options) as claimer,
+        await claim_connection(url) as claimer,
         await psycopg.AsyncConnection.connect(url, autocommit=True) as completer,
         _vacuumed(app),
     ):
