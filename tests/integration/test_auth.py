@@ -279,6 +279,22 @@ async def test_failed_logins_all_say_the_same(app: App, sql: psycopg.Connection[
     assert event_types(sql).count("user.login_failed") == 3
 
 
+async def test_a_failed_login_keeps_an_unknown_email_only_as_a_keyed_digest(
+    app: App, sql: psycopg.Connection[Any]
+) -> None:
+    auth = await service(app)
+    user = await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)
+    typed = "Tr0ub4dor&3-typed-into-the-email-box"  # a password typed in the wrong field
+    for email in (typed, f" {typed.upper()} ", "ada@example.com"):
+        with pytest.raises(AuthError):
+            await auth.login(email, OTHER_PASSWORD, ADDRESS)
+    failed = [r for r in audit_rows(sql) if r[0] == "user.login_failed"]
+    assert typed.casefold() not in json.dumps([[str(v) for v in r] for r in failed]).casefold()
+    unknown = [r[3] for r in failed[:2]]
+    assert unknown[0] == unknown[1] and unknown[0].startswith("unknown-email:")  # read alike
+    assert failed[2][3] == str(user.id)  # a known account's failure names the account
+
+
 async def test_login_throttled_per_account_even_with_the_right_password(app: App) -> None:
     auth = await service(app, login_max_per_account=2, login_window=600)
     await auth.create_user("ada@example.com", PASSWORD, Role.VIEWER)

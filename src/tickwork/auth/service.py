@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
+import hmac
 import logging
 import secrets
 import uuid
@@ -104,6 +106,14 @@ def _dummy_hash() -> str:
     """A hash no password matches: unknown emails are verified against it, so a login
     takes as long whether or not the account exists."""
     return hash_password(secrets.token_urlsafe(32))
+
+
+def typed_email_digest(key: str, email: str) -> str:
+    """What the audit trail keeps of an email no account has: the typed text is often a
+    mistyped password, so only a digest keyed by the signing key is stored (attempts at one
+    unknown address still read alike; nobody without the key can test guesses against it)."""
+    mac = hmac.new(key.encode("utf-8"), email.strip().casefold().encode("utf-8"), hashlib.sha256)
+    return f"unknown-email:{mac.hexdigest()[:16]}"
 
 
 def _password_matches(password_hash: str | None, password: object) -> bool:
@@ -465,7 +475,7 @@ class AuthService:
                     ANONYMOUS_ACTOR,
                     "user.login_failed",
                     "user",
-                    row["id"] if row else email,
+                    row["id"] if row else typed_email_digest(self._signing_key, email),
                     address=address,
                     reason=reason,
                 )
