@@ -993,3 +993,15 @@ async def test_a_work_directory_a_killed_worker_left_is_removed_by_a_later_run(
     assert done["stdout"] == "fresh\n"
     assert not left.exists()  # older than any run can be
     assert recent.exists()  # may be a run of another worker, still going
+
+
+async def test_drain_runs_a_definitions_run_on_its_runtimes_executor(runner: App) -> None:
+    from tickwork.testing import drain_async
+
+    found = await define(runner, **script("bash", "echo drained"))
+    pool = await runner.db.async_pool()
+    job_id = await admin.run_now(pool, runner.db.store, found, actor="test")
+    outcomes = await drain_async(runner)  # every queue due, scripts-bash included
+    assert [o.job_id for o in outcomes] == [job_id]
+    job = await runner.get_job_async(job_id)
+    assert job.state is JobState.SUCCEEDED and job.result["stdout"] == "drained\n"
