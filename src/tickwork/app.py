@@ -37,6 +37,7 @@ from tickwork.definitions.records import (
     HTTP_QUEUE,
     HTTP_TASK,
     JOB_TIMEOUT,
+    RUNTIME_TASKS,
     SCRIPT_QUEUES,
     SCRIPT_TASK,
 )
@@ -200,6 +201,12 @@ class App:
             task_name = name or f"{func.__module__}.{func.__qualname__}"
             if task_name in self.tasks:
                 raise TaskDefinitionError(f"task {task_name!r} is registered twice")
+            runtime = available.runtime_of(queue)
+            if runtime is not None and task_name not in RUNTIME_TASKS:
+                raise TaskDefinitionError(  # its executor runs the runtime's runs alone
+                    f"task {task_name!r}: queue {queue!r} is the {runtime} runtime's, which "
+                    "runs definitions only; choose another queue"
+                )
             options = task_options(
                 queue=queue,
                 priority=priority,
@@ -623,6 +630,7 @@ class App:
     def worker(
         self,
         *,
+        runtime: str | None = None,
         run_executor: bool = True,
         on_finished: Callable[[Outcome], None] | None = None,
         **options: Any,
@@ -630,11 +638,27 @@ class App:
         """A :class:`~tickwork.worker.Worker` (the executor alone) for these tasks; options
         (``queues``, ``concurrency``, ``poll_interval``, ...) override ``settings.worker``.
         ``tickwork worker`` runs one with the watchdog, the scheduler and retention
-        (:meth:`services`)."""
+        (:meth:`services`).
+
+        ``runtime`` (``http``, ``bash``, ``python``, ``node``, ``groovy``): the executor of
+        that runtime's definitions, on its queue alone at its concurrency
+        (``runtimes.http.concurrency`` or ``runtimes.scripts.concurrency``, unless
+        ``concurrency`` is given); :class:`~tickwork.errors.RuntimeMissing` when this machine
+        lacks its interpreter. Any other worker runs the app's own tasks and is refused
+        (:class:`~tickwork.errors.ConfigError`) when its queues name a runtime's."""
         given = {k: v for k, v in options.items() if v is not None}
         unknown = sorted(set(given) - set(WorkerSettings.model_fields))
         if unknown:
             raise ConfigError(f"invalid worker options: unknown {', '.join(unknown)}")
+        if runtime is not None:
+            queue = available.check(runtime, self.settings.runtimes)
+            if given.get("queues", [queue]) != [queue]:
+                raise ConfigError(
+                    f"worker.queues ({','.join(given['queues'])}): the {runtime} runtime's "
+                    f"executor claims its queue ({queue}) alone; leave the queues out"
+                )
+            given["queues"] = [queue]
+            given.setdefault("concurrency", available.concurrency(runtime, self.settings.runtimes))
         try:
             # unset fields stay unset: the thread pool's default depends on whether concurrency
             # was given (WorkerSettings.sync_threads)
@@ -643,9 +667,21 @@ class App:
             )
         except ValidationError as exc:
             raise ConfigError("invalid worker options: " + describe(exc, "worker")) from None
+        if runtime is None and run_executor:
+            available.refuse_runtime_queues(settings.queues)
         return Worker(
-            self.tasks, self.db, settings, run_executor=run_executor, on_finished=on_finished
+            available.TaskSelection(self.tasks, runtime),
+            self.db,
+            settings,
+            run_executor=run_executor,
+            on_finished=on_finished,
         )
+
+    def task_queues(self) -> list[str]:
+        """``default`` and the queues this app's own tasks declare (``serve``'s executor
+        claims them when no queues are configured)."""
+        tasks = available.TaskSelection(self.tasks, None)
+        return sorted({DEFAULT_QUEUE, *(task.options.queue for task in tasks.values())})
 
     def services(
         self,
@@ -659,8 +695,8 @@ class App:
         ``retention`` (each unless disabled in the settings) and ``signals`` (the processor
         and the sweeps); the singletons share the host's one lease manager. A worker record
         is kept whenever a job-path role runs (code schedules name it as their definer).
-        ``runtimes``: the executors of these definitions' runtimes besides (one for HTTP,
-        one for the scripts: :func:`tickwork.runtimes.available.executors`)."""
+        ``runtimes``: the executors of these definitions' runtimes besides (one per runtime,
+        at its own concurrency: :func:`tickwork.runtimes.available.executors`)."""
 
         settings = self.settings
         store = self.db.store
@@ -670,8 +706,8 @@ class App:
             worker = self.worker(run_executor="executor" in roles, **worker_options)
             host.add_executor(worker)
         if worker is not None and "executor" in roles:
-            for name, group in available.executors(runtimes, settings.runtimes):
-                runtime = self.worker(queues=group.queues, concurrency=group.concurrency)
+            for name, concurrency in available.executors(runtimes, settings.runtimes):
+                runtime = self.worker(runtime=name, concurrency=concurrency)
                 host.add_executor(runtime, name=f"executor-{name}")
         if worker is not None and settings.worker.metrics_interval > 0:
             what = ",".join(sorted(roles)) + f" (queues {','.join(worker.queues)}"
@@ -737,7 +773,8 @@ class App:
         **options: Any,
     ) -> None:
         """Migrate, then claim and run jobs until SIGTERM/SIGINT (blocking), with the
-        watchdog, the scheduler and retention (:meth:`services`)."""
+        watchdog, the scheduler and retention (:meth:`services`); ``runtime=NAME`` runs that
+        runtime's executor (:meth:`worker`)."""
 
         if migrate:
             self.migrate()

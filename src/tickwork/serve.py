@@ -117,9 +117,24 @@ class ServeOptions:
     threads: int | None = None
 
 
+def executor_queues(app: App, options: ServeOptions) -> list[str] | None:
+    """The queues of ``serve``'s executor: ``--queues``, else ``worker.queues`` when set,
+    else ``default`` and every queue the app's own tasks declare (a task of ``--app`` on a
+    queue of its own runs without naming it again)."""
+    if options.queues is not None:
+        return options.queues
+    if "queues" in app.settings.worker.model_fields_set:
+        return None  # the settings' own
+    return app.task_queues()
+
+
 def run(app: App, options: ServeOptions, out: TextIO = sys.stdout) -> None:
     """Serve until SIGTERM/SIGINT (blocking). The API's address is bound first
-    (:class:`CannotListen` before anything starts)."""
+    (:class:`CannotListen` before anything starts); queues that name a runtime's are refused
+    before that (:func:`tickwork.runtimes.available.refuse_runtime_queues`)."""
+    if "executor" in options.roles:
+        queues = executor_queues(app, options)
+        available.refuse_runtime_queues(app.settings.worker.queues if queues is None else queues)
     sock = None
     if options.roles & LISTENING_ROLES:
         host = options.host or app.settings.api.host
@@ -159,7 +174,7 @@ async def _serve(
         pool,
         options.roles - LISTENING_ROLES,
         runtimes,
-        queues=options.queues,
+        queues=executor_queues(app, options),
         concurrency=options.concurrency,
         threads=options.threads,
     )

@@ -152,8 +152,8 @@ async def drain_async(
             async with pool.connection() as conn:
                 due = await app.db.store.job_due_queues(conn)
         ran = 0
-        if due:
-            async with app.worker(queues=due, concurrency=1) as worker:
+        for runtime, claimed in _executors(due):
+            async with app.worker(queues=claimed, runtime=runtime, concurrency=1) as worker:
                 while found := (await worker.run_once()).outcomes:
                     outcomes += found
                     ran += len(found)
@@ -161,6 +161,16 @@ async def drain_async(
                         raise DrainOverflow(max_jobs)
         if not ran:  # nothing due, or nothing this app's tasks can run
             return outcomes
+
+
+def _executors(queues: Sequence[str]) -> list[tuple[str | None, list[str]]]:
+    """Who claims ``queues``: one worker for the app's own queues, and a runtime's executor
+    for each runtime's queue (only it claims one: its interpreter is checked)."""
+    from tickwork.runtimes.available import runtime_of
+
+    own = [q for q in queues if runtime_of(q) is None]
+    found: list[tuple[str | None, list[str]]] = [(None, own)] if own else []
+    return found + [(runtime_of(q), [q]) for q in queues if runtime_of(q) is not None]
 
 
 @contextlib.contextmanager

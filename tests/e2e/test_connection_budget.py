@@ -10,6 +10,7 @@ connections carry names of their own (``tickwork-listen-<id>``, ``tickwork-sessi
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -44,10 +45,21 @@ def worker_budget(concurrency: int, pool_max_size: int) -> int:
     return pool_max_size + (min(concurrency, 8) + 3) + 2 + 1
 
 
-def serve_budget(concurrency: int, pool_max_size: int) -> int:
+def executor_budget(concurrency: int) -> int:
+    """docs/deployment.md: one runtime's executor in ``serve`` (the app pool is shared): its
+    outcomes and renewals, claims, LISTEN."""
+    return (min(concurrency, 8) + 3) + 2 + 1
+
+
+RUNTIME_CONCURRENCY = {"http": 20, "bash": 5, "python": 5, "node": 5, "groovy": 5}
+"""The runtimes' concurrency at the defaults (``runtimes.http`` and ``runtimes.scripts``)."""
+
+
+def serve_budget(concurrency: int, pool_max_size: int, runtimes: tuple[str, ...] = ()) -> int:
     """docs/deployment.md: a worker's (its app pool shared with the API), the session watch's
-    LISTEN and the dashboard's event stream's LISTEN."""
-    return worker_budget(concurrency, pool_max_size) + 2
+    LISTEN and the dashboard's event stream's LISTEN, and an executor per runtime."""
+    executors = sum(executor_budget(RUNTIME_CONCURRENCY[name]) for name in runtimes)
+    return worker_budget(concurrency, pool_max_size) + 2 + executors
 
 
 @dataclass
@@ -201,7 +213,9 @@ def test_a_worker_stays_within_its_connection_budget(
         app.close()
 
 
+@pytest.mark.parametrize("runtimes", [(), ("http", "bash", "python")])
 def test_serve_stays_within_its_connection_budget(
+    runtimes: tuple[str, ...],
     database_url: str,
     schema: str,
     clean: None,
@@ -213,9 +227,12 @@ def test_serve_stays_within_its_connection_budget(
     concurrency = 4
     app = App(database_url=database_url, schema=schema)
     app.tasks.update(budget_app.app.tasks)
-    budget = serve_budget(concurrency, POOL_MAX_SIZE)
+    budget = serve_budget(concurrency, POOL_MAX_SIZE, runtimes)
     port = free_port()
-    env = budget_env | {"TICKWORK_AUTH__ADMIN_EMAIL": "budget@example.com"}
+    env = budget_env | {
+        "TICKWORK_AUTH__ADMIN_EMAIL": "budget@example.com",
+        "TICKWORK_RUNTIMES__SERVE": json.dumps(list(runtimes)),
+    }
     serve = start(
         started,
         env,
@@ -248,8 +265,11 @@ def test_serve_stays_within_its_connection_budget(
                     answer.result(HANG_GUARD)
             wait_for(lambda: done(app, schema) >= 200, "serve's executor to drain its jobs")
         assert serve.poll() is None, (tmp_path / "serve.log").read_text()
-        # full app pool + the executor's outcome and claim pools (one each at least) + 2 LISTENs
-        assert POOL_MAX_SIZE + 4 <= sessions.most <= budget, (sessions.most, budget)
+        # full app pool + the executor's outcome and claim pools (one each at least) + 2 LISTENs,
+        # and each runtime's executor its outcome and claim pools and its LISTEN
+        least = POOL_MAX_SIZE + 4 + 3 * len(runtimes)
+        assert least <= sessions.most <= budget, (sessions.most, budget)
+        print(f"serve, runtimes {runtimes}: most {sessions.most} of {budget}")
     finally:
         app.close()
 

@@ -25,12 +25,20 @@ from tickwork.auth import Role
 from tickwork.config import HttpRuntimeSettings, ScriptRuntimeSettings
 from tickwork.definitions import admin
 from tickwork.definitions.templates import Variables
-from tickwork.errors import AddressRefused, InvalidInput, RunFailed, ScheduleError
+from tickwork.errors import (
+    AddressRefused,
+    ConfigError,
+    InvalidInput,
+    RunFailed,
+    RuntimeMissing,
+    ScheduleError,
+    TaskDefinitionError,
+)
 from tickwork.ops.metrics import REGISTRY
 from tickwork.queue.retention import Retention
 from tickwork.runtimes import http
 from tickwork.runtimes import script as script_runtime
-from tickwork.runtimes.available import check
+from tickwork.runtimes.available import check, runtime_of
 from tickwork.runtimes.netguard import networks
 from tickwork.types import JobState
 
@@ -116,7 +124,7 @@ async def run(app: App, definition_id: int) -> int:
     pool = await app.db.async_pool()
     job_id = await admin.run_now(pool, app.db.store, definition_id, actor="test")
     job = await app.get_job_async(job_id)
-    async with app.worker(queues=[job.queue], concurrency=1) as worker:
+    async with app.worker(runtime=runtime_of(job.queue), concurrency=1) as worker:
         assert len((await worker.run_once()).outcomes) == 1
     return job_id
 
@@ -155,7 +163,7 @@ async def test_an_unexpected_status_fails_the_attempt_retries_then_dead_letters(
     )
     first = await runner.get_job_async(await run(runner, found))
     assert first.state is JobState.FAILED and first.attempts == 1  # a retry is due
-    async with runner.worker(queues=["http"]) as worker:
+    async with runner.worker(runtime="http") as worker:
         assert len((await worker.run_once()).outcomes) == 1
     job = await runner.get_job_async(first.id)
     assert job.state is JobState.DEAD_LETTER and job.attempts == 2
@@ -176,6 +184,8 @@ async def test_a_redirect_to_an_internal_address_is_refused_at_the_hop(
     job = await runner.get_job_async(await run(runner, found))
     assert job.state is JobState.DEAD_LETTER and job.error is not None
     assert "refused to connect to 169.254.169.254" in job.error.message
+    # the refusal names the setting that would allow the network
+    assert "runtimes.http.allow_networks" in job.error.message
 
 
 async def call(
@@ -262,6 +272,75 @@ async def test_secret_variables_are_masked_in_a_failed_calls_error(
 
 
 # --- scripts ------------------------------------------------------------------------------
+
+
+async def test_a_failed_scripts_error_keeps_the_end_of_stdout_and_of_stderr_masked(
+    runner: App, sql: psycopg.Connection[Any]
+) -> None:
+    sql.execute(
+        "INSERT INTO variables (name, value, secret, updated_by)"
+        " VALUES ('tok', 'hunter2-xyz', true, 't')"
+    )
+    source = (
+        "echo first-line-of-stdout\n"
+        "head -c 5000 /dev/zero | tr '\\0' a; echo\n"  # more than the error keeps
+        'echo "the token was $tok"; echo last-line-of-stdout\n'
+        'echo "stderr says $tok" >&2\n'
+        "exit 3\n"
+    )
+    found = await define(
+        runner,
+        name="failing",
+        kind="script",
+        script={"language": "bash", "source": source, "variables": ["tok"]},
+        retry={"max_attempts": 1},
+    )
+    job = await runner.get_job_async(await run(runner, found))
+    assert job.state is JobState.DEAD_LETTER and job.error is not None
+    message = job.error.message
+    assert "exited with status 3" in message, message
+    assert "last-line-of-stdout" in message and "the token was ***" in message, message
+    assert "stderr says ***" in message, message
+    assert "hunter2-xyz" not in message and "hunter2-xyz" not in job.error.traceback
+    assert "first-line-of-stdout" not in message  # the end only, bounded
+    assert message.count("a") < 2100 + 200, len(message)
+
+
+async def test_only_a_runtimes_executor_claims_its_queue(
+    database_url: str, schema: str, clean: None
+) -> None:
+    app = App(database_url=database_url, schema=schema)
+    try:
+        for queues in (["default", "scripts-groovy"], ["http"]):
+            with pytest.raises(ConfigError, match=r"worker\.queues \('(scripts-groovy|http)'\)"):
+                app.worker(queues=queues)
+        with pytest.raises(ConfigError, match="tickwork worker --runtime bash"):
+            App(
+                database_url=database_url, schema=schema, worker={"queues": ["scripts-bash"]}
+            ).worker()
+        with pytest.raises(ConfigError, match="claims its queue"):
+            app.worker(runtime="bash", queues=["default"])
+        missing = App(
+            database_url=database_url,
+            schema=schema,
+            runtimes={"scripts": {"groovy": "/nowhere/groovy", "concurrency": 3}},
+        )
+        with pytest.raises(RuntimeMissing, match="groovy"):
+            missing.worker(runtime="groovy")
+        bash = missing.worker(runtime="bash")
+        assert (bash.queues, bash.concurrency, bash.task_names) == (
+            ["scripts-bash"],
+            3,
+            ["tickwork.script"],
+        )
+        plain = app.worker()
+        assert "tickwork.script" not in plain.task_names
+        assert "tickwork.http" not in plain.task_names
+        with pytest.raises(TaskDefinitionError, match="queue 'scripts-node' is the node runtime's"):
+            app.task(queue="scripts-node")(lambda: None)
+    finally:
+        app.close()
+
 
 HELLO = {
     "bash": 'echo "hello from bash $BASH_VERSION" | cut -c1-15',
@@ -402,8 +481,9 @@ async def test_a_script_runs_only_on_its_languages_queue(runner: App) -> None:
     pool = await runner.db.async_pool()
     job_id = await admin.run_now(pool, runner.db.store, found, actor="test")
     assert (await runner.get_job_async(job_id)).queue == "scripts-python"
-    async with runner.worker(queues=["scripts-bash", "http"]) as other:
-        assert (await other.run_once()).outcomes == []
+    for other_runtime in ("bash", "http"):
+        async with runner.worker(runtime=other_runtime) as other:
+            assert (await other.run_once()).outcomes == []
     assert (await runner.get_job_async(job_id)).state is JobState.PENDING
 
 
@@ -415,7 +495,7 @@ async def test_a_scheduled_run_after_an_edit_uses_the_edit(runner: App) -> None:
     job = await asyncio.to_thread(runner.trigger_schedule, f"definition:{found}", actor="test")
     assert job.args["definition"]["version"] == 2
     assert job.args["spec"]["source"] == "echo two"
-    async with runner.worker(queues=[job.queue]) as worker:
+    async with runner.worker(runtime=runtime_of(job.queue)) as worker:
         await worker.run_once()
     assert (await runner.get_job_async(job.id)).result["stdout"] == "two\n"
 
@@ -604,7 +684,7 @@ async def test_a_webhook_runs_its_definition_with_the_body_as_the_payload(
     )
     assert trigger["headers"]["x-event"] == "push"
     assert "not-for-the-script" not in json.dumps(trigger) and "10.0.0.1" not in json.dumps(trigger)
-    async with runner.worker(queues=[job.queue]) as worker:
+    async with runner.worker(runtime=runtime_of(job.queue)) as worker:
         await worker.run_once()
     ran = await runner.get_job_async(job.id)
     assert json.loads(ran.result["stdout"])["payload"] == '{"ref": "main"}'
@@ -738,7 +818,7 @@ async def test_a_script_off_its_languages_queue_is_refused(runner: App) -> None:
         queue="scripts-bash",
         max_attempts=1,
     )
-    async with runner.worker(queues=["scripts-bash"]) as worker:
+    async with runner.worker(runtime="bash") as worker:
         await worker.run_once()
     ran = await runner.get_job_async(job.id)
     assert ran.state is JobState.DEAD_LETTER and ran.error is not None
@@ -832,7 +912,7 @@ async def test_a_running_scripts_output_shows_as_it_is_written_secrets_masked(
     )
     pool = await runner.db.async_pool()
     job_id = await admin.run_now(pool, runner.db.store, found, actor="test")
-    async with runner.worker(queues=["scripts-bash"], concurrency=1) as worker:
+    async with runner.worker(runtime="bash", concurrency=1) as worker:
         ran = asyncio.create_task(worker.run_once())
         shown = None
         async with asyncio.timeout(60):  # the runtime reports twice a second
@@ -913,3 +993,15 @@ async def test_a_work_directory_a_killed_worker_left_is_removed_by_a_later_run(
     assert done["stdout"] == "fresh\n"
     assert not left.exists()  # older than any run can be
     assert recent.exists()  # may be a run of another worker, still going
+
+
+async def test_drain_runs_a_definitions_run_on_its_runtimes_executor(runner: App) -> None:
+    from tickwork.testing import drain_async
+
+    found = await define(runner, **script("bash", "echo drained"))
+    pool = await runner.db.async_pool()
+    job_id = await admin.run_now(pool, runner.db.store, found, actor="test")
+    outcomes = await drain_async(runner)  # every queue due, scripts-bash included
+    assert [o.job_id for o in outcomes] == [job_id]
+    job = await runner.get_job_async(job_id)
+    assert job.state is JobState.SUCCEEDED and job.result["stdout"] == "drained\n"

@@ -68,11 +68,15 @@ def worker(
 
         if names is not None:
             raise ConfigError("--runtime takes its runtime's queue; leave out --queues")
-        names = [available.check(runtime, the_app.settings.runtimes)]
+        queue = available.check(runtime, the_app.settings.runtimes)
         if concurrency is None:
             concurrency = available.concurrency(runtime, the_app.settings.runtimes)
-        typer.echo(f"runtime {runtime}: claiming from queue {names[0]}")
-    the_app.run_worker(queues=names, concurrency=concurrency, threads=threads)
+        typer.echo(f"runtime {runtime}: claiming from queue {queue} ({concurrency} at once)")
+    else:  # refused before anything starts (the app's worker would refuse them too)
+        from tickwork.runtimes import available
+
+        available.refuse_runtime_queues(the_app.settings.worker.queues if names is None else names)
+    the_app.run_worker(queues=names, concurrency=concurrency, threads=threads, runtime=runtime)
 
 
 def serve(

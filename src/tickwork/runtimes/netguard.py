@@ -20,6 +20,11 @@ from tickwork.errors import AddressRefused
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
+ALLOW_HINT = (
+    "if the definition may reach it, allow its network in runtimes.http.allow_networks "
+    "(TICKWORK_RUNTIMES__HTTP__ALLOW_NETWORKS)"
+)
+"""Said with every address refused: the setting that allows a network."""
 
 
 def networks(allowed: Sequence[str]) -> list[IPNetwork]:
@@ -80,6 +85,6 @@ async def checked_address(url: str, host: str, port: int, allow: Sequence[IPNetw
     for text in addresses:
         ip = ipaddress.ip_address(text)
         reason = refusal(ip, allow)
-        if reason is not None:
-            raise AddressRefused(url, text, reason)
+        if reason is not None:  # the refusal names the setting that allows it
+            raise AddressRefused(url, text, f"{reason}; {ALLOW_HINT}")
     return addresses[0]

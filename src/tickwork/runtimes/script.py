@@ -144,10 +144,20 @@ class _Stream:
         text = storable(self.tail.decode("utf-8", errors="replace"))
         return variables.mask(text, cut=True, cut_before=self.size > len(self.tail))
 
+    def end(self, variables: Variables) -> str:
+        """The last :data:`FAILED_TAIL` bytes written, secrets masked (one cut at the start
+        too), for a failed run's error: its result, with the whole capped output, is not
+        stored."""
+        tail = self.tail[-FAILED_TAIL:]
+        text = storable(bytes(tail).decode("utf-8", errors="replace"))
+        return variables.mask(text, cut_before=self.size > len(tail))
+
 
 LIVE_TAIL = 4096
 """Bytes of each output stream a running script shows (the whole capped output is its
 result when it ends)."""
+FAILED_TAIL = 2000
+"""Bytes of the end of stdout and of stderr each that a failed run's error keeps."""
 Report = Callable[[str, str, int], None]
 """Told the tails of stdout and stderr so far (secrets masked) and the bytes written in all."""
 
@@ -367,11 +377,10 @@ async def run(
     )
     if code == 0:
         return result
+    tails = f"stdout (the end): {out.end(variables)}; stderr (the end): {err.end(variables)}"
     if code in (TIMED_OUT, 128 + signal.SIGKILL) and time.monotonic() >= deadline:
         raise RunFailed(
             f"the {language} script ran longer than exec_timeout ({exec_timeout}s) and was "
-            f"killed; stderr: {result['stderr'][-2000:]}"
+            f"killed; {tails}"
         )
-    raise RunFailed(
-        f"the {language} script exited with status {code}; stderr: {result['stderr'][-2000:]}"
-    )
+    raise RunFailed(f"the {language} script exited with status {code}; {tails}")
