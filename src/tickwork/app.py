@@ -53,8 +53,8 @@ from tickwork.ops.health import DEFAULT_XMIN_WARNING_SECONDS, Health, check
 from tickwork.ops.rollups import Rollups
 from tickwork.portal import Portal
 from tickwork.queue import admin as queue_admin
-from tickwork.queue.admin import DeletedJob
 from tickwork.queue import rows as decode
+from tickwork.queue.admin import DeletedJob
 from tickwork.queue.backoff import Backoff
 from tickwork.queue.enqueue import (
     DEFAULT_CREATED_BY,
