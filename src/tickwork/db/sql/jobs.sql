@@ -457,8 +457,8 @@ WITH target AS (
            jsonb_build_object(
                'from', g.state, 'queue', g.queue, 'task', g.task, 'attempts', g.attempts,
                'created_at', g.created_at, 'created_by', g.created_by,
-               'finished_at', g.finished_at, 'schedule_id', g.schedule_id, 'fire_time', g.fire_time,
-               'unique_key', g.unique_key,
+               'finished_at', g.finished_at, 'schedule_id', g.schedule_id,
+               'fire_time', g.fire_time, 'unique_key', g.unique_key,
                'executions', (SELECT count(*) FROM executions_gone))
     FROM gone g
 ), notify AS (
