@@ -55,6 +55,7 @@ from tickwork.ops.rollups import Rollups
 from tickwork.portal import Portal
 from tickwork.queue import admin as queue_admin
 from tickwork.queue import rows as decode
+from tickwork.queue.admin import DeletedJob
 from tickwork.queue.backoff import Backoff
 from tickwork.queue.enqueue import (
     DEFAULT_CREATED_BY,
@@ -599,6 +600,12 @@ class App:
     def retry(self, job_id: int, *, actor: str = DEFAULT_CREATED_BY) -> Job:
         """Send a DEAD_LETTER or FAILED job back to PENDING now; its history is kept."""
         return self._call(queue_admin.change_job, "retry", job_id, actor)
+
+    def delete_job(self, job_id: int, *, actor: str = DEFAULT_CREATED_BY) -> DeletedJob:
+        """Delete a job that is not RUNNING, with its attempts; the audit trail keeps a
+        ``job.deleted`` event naming ``actor``. A RUNNING job raises
+        :class:`~tickwork.errors.JobStateError` (cancel it first)."""
+        return self._call(queue_admin.delete_job, job_id, actor)
 
     def leaders(self) -> list[Leader]:
         """Who holds each leader lease, and until when (database time)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import reprlib
+from datetime import datetime
 from typing import Any
 
 _SHORT = reprlib.Repr()  # keyword arguments arrive in Python 3.12
@@ -101,9 +102,17 @@ class ScheduleError(TickworkError, ValueError):
 class JobNotFoundError(TickworkError, LookupError):
     """No job has the given id."""
 
-    def __init__(self, job_id: int) -> None:
+    def __init__(
+        self, job_id: int, *, deleted_by: str | None = None, deleted_at: datetime | None = None
+    ) -> None:
         self.job_id = job_id
-        super().__init__(f"job {job_id} does not exist")
+        self.deleted_by = deleted_by
+        """Who deleted it, when its audit trail says an operator did."""
+        self.deleted_at = deleted_at
+        detail = f"job {job_id} does not exist"
+        if deleted_by is not None and deleted_at is not None:
+            detail += f": {deleted_by} deleted it at {deleted_at.isoformat()}"
+        super().__init__(detail)
 
 
 class JobStateError(TickworkError):

@@ -202,3 +202,43 @@ async def test_paused_queue_is_not_claimed_until_resumed(db_env: dict[str, str],
 
     bad_name = failed(await run(db_env, "queues", "pause", "no spaces"))
     assert "queue ('no spaces')" in bad_name
+
+
+async def test_jobs_delete_asks_first_refuses_a_running_job_and_is_audited(
+    db_env: dict[str, str], app: App
+) -> None:
+    done = await app.enqueue_async("cli.noop")
+    async with app.worker(queues=["cli-q"]) as worker:
+        assert (await worker.run_once()).claimed == 1
+    pending = await app.enqueue_async("cli.noop")
+
+    kept = await run(db_env, "jobs", "delete", str(done.id), stdin="n\n")
+    assert kept.returncode == 1 and "Aborted" in kept.stderr, (kept.stdout, kept.stderr)
+    assert f"Delete job {done.id} (SUCCEEDED, task cli.noop, queue cli-q)" in kept.stdout
+    assert (await app.get_job_async(done.id)).state is JobState.SUCCEEDED
+    unanswered = await run(db_env, "jobs", "delete", str(done.id), stdin="")  # nobody to ask
+    assert unanswered.returncode == 1, (unanswered.stdout, unanswered.stderr)
+    assert (await app.get_job_async(done.id)).state is JobState.SUCCEEDED
+
+    confirmed = await run(db_env, "jobs", "delete", str(done.id), stdin="y\n")
+    assert confirmed.returncode == 0, confirmed.stderr
+    assert f"deleted job {done.id} (it was SUCCEEDED)" in confirmed.stdout
+    gone = failed(await run(db_env, "jobs", "show", str(done.id)))
+    assert f"job {done.id} does not exist: {cli_actor()} deleted it at" in gone
+    again = failed(await run(db_env, "jobs", "delete", str(done.id), "--yes"))
+    assert f"job {done.id} does not exist" in again
+
+    async with app.worker(queues=["cli-q"]) as worker:
+        assert [j.id for j, _, _ in await worker._claim(1)] == [pending.id]
+    running = failed(await run(db_env, "jobs", "delete", str(pending.id), "--yes"))
+    assert f"cannot delete job {pending.id} in state RUNNING" in running
+    out_of_range = failed(await run(db_env, "jobs", "delete", str(2**63), "--yes"))
+    assert "job_id (9223372036854775808) must be a whole number" in out_of_range
+    not_a_number = await run(db_env, "jobs", "delete", "seven", "--yes")
+    assert not_a_number.returncode == 2, not_a_number.stderr
+    assert "Invalid value for 'ID'" in not_a_number.stderr
+
+    deleted = [e for e in await audit(app, "job") if e.event_type == "job.deleted"]
+    assert [(e.target_id, e.actor, e.metadata["from"]) for e in deleted] == [
+        (str(done.id), cli_actor(), "SUCCEEDED")
+    ]

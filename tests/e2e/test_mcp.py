@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 from pydantic import AnyUrl
 
+import tickwork
 from tickwork import App
 from tickwork.api.security import ROUTE_ROLES
 from tickwork.auth import AuthService, Role
@@ -39,6 +40,7 @@ USERS = {"ADMIN": "admin@example.com", "OPERATOR": "ops@example.com", "VIEWER": 
 MUTATIONS = {  # tool -> the REST route it calls
     "retry_job": ("POST", "/api/jobs/{job_id}/retry"),
     "cancel_job": ("POST", "/api/jobs/{job_id}/cancel"),
+    "delete_job": ("DELETE", "/api/jobs/{job_id}"),
     "enqueue_job": ("POST", "/api/jobs"),
     "pause_queue": ("POST", "/api/queues/{name}/pause"),
     "resume_queue": ("POST", "/api/queues/{name}/resume"),
@@ -150,6 +152,7 @@ async def test_the_tools_are_listed_with_schemas_resources_and_prompts(served: s
         assert tools["list_jobs"].inputSchema["properties"]["limit"]["maximum"] == 100
         assert tools["list_jobs"].annotations and tools["list_jobs"].annotations.readOnlyHint
         assert tools["cancel_job"].annotations and tools["cancel_job"].annotations.destructiveHint
+        assert tools["delete_job"].annotations and tools["delete_job"].annotations.destructiveHint
         docs = {str(r.uri) for r in (await session.list_resources()).resources}
         assert {"tickwork://docs/api", "tickwork://docs/dashboard"} <= docs
         assert {"tickwork://docs/tutorials/first-task", "tickwork://docs/reference/cli"} <= docs
@@ -208,6 +211,7 @@ async def test_each_role_gets_what_the_api_gives_it(
             calls = {
                 "retry_job": {"job_id": dead},
                 "cancel_job": {"job_id": held},
+                "delete_job": {"job_id": held},  # cancelled first where the role may
                 "enqueue_job": {"task": "ui.ok", "args": {"word": role}},
                 "pause_queue": {"name": "held"},
                 "resume_queue": {"name": "held"},
@@ -227,6 +231,8 @@ async def test_each_role_gets_what_the_api_gives_it(
                     assert problem(result)["status"] == 404, (role, tool)  # the API's 404
                 else:
                     assert not result.isError, (role, tool, result)
+            gone = rest(served, admin, "GET", f"/api/jobs/{held}")
+            assert gone.status_code == (404 if Role[role] >= Role.OPERATOR else 200), gone.text
             if Role[role] >= Role.OPERATOR:
                 job = await session.call_tool("get_job", {"job_id": dead})
                 assert job.structuredContent is not None
@@ -243,6 +249,7 @@ async def test_each_role_gets_what_the_api_gives_it(
     for event in (
         "job.retried",
         "job.cancelled",
+        "job.deleted",
         "job.enqueued",
         "queue.paused",
         "queue.resumed",
@@ -254,11 +261,27 @@ async def test_each_role_gets_what_the_api_gives_it(
     assert not any(USERS["VIEWER"] in actor for actor, _ in audited)
 
 
+async def test_initialize_names_tickwork_and_its_own_version(served: str) -> None:
+    _, token = api_token(served, "VIEWER")
+    async with (
+        httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as client,
+        streamable_http_client(f"{served}/mcp", http_client=client) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        started = await session.initialize()
+    assert started.serverInfo.name == "tickwork"
+    assert started.serverInfo.version == tickwork.__version__  # not the SDK's
+
+
 async def test_errors_are_tool_errors_holding_the_apis_problem(served: str, app: App) -> None:
     _, token = api_token(served, "OPERATOR")
     async with connected(served, token) as session:
         missing = problem(await session.call_tool("get_job", {"job_id": 987654}))
         assert missing["status"] == 404 and missing["title"]
+        not_there = problem(await session.call_tool("delete_job", {"job_id": 987654}))
+        assert not_there["status"] == 404 and "987654" in not_there["detail"]
+        no_id = await session.call_tool("delete_job", {"job_id": 0})  # the tool's schema
+        assert no_id.isError and "job_id" in no_id.content[0].text  # type: ignore[union-attr]
         unknown = problem(await session.call_tool("enqueue_job", {"task": "no.such.task"}))
         assert unknown["status"] == 400 and "no.such.task" in unknown["detail"]
         bad = problem(await session.call_tool("list_jobs", {"search": "a\x00b"}))

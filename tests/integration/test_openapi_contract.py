@@ -244,6 +244,7 @@ async def refusals(contract: Contract, api: Api, sql: psycopg.Connection[Any]) -
         ("GET", "/api/jobs/{job_id}/timeline", viewer, None),
         ("POST", "/api/jobs/{job_id}/retry", operator, None),
         ("POST", "/api/jobs/{job_id}/cancel", operator, None),
+        ("DELETE", "/api/jobs/{job_id}", operator, None),
         ("GET", "/api/schedules/{name}", viewer, None),
         ("PATCH", "/api/schedules/{name}", admin, {"enabled": False}),
         ("DELETE", "/api/schedules/{name}", admin, None),
@@ -316,6 +317,12 @@ async def refusals(contract: Contract, api: Api, sql: psycopg.Connection[Any]) -
     cancel = ("POST", "/api/jobs/{job_id}/cancel")
     await ask(c, cancel, f"/api/jobs/{job['id']}/cancel", operator, 200)
     await ask(c, cancel, f"/api/jobs/{job['id']}/cancel", operator, 409)
+    # 409 of a delete: a RUNNING job (its attempt holds it); the cancelled one goes (204)
+    delete = ("DELETE", "/api/jobs/{job_id}")
+    running = await made(("POST", "/api/jobs"), "/api/jobs", operator, json={"task": "tests.echo"})
+    sql.execute("UPDATE jobs SET state = 'RUNNING' WHERE id = %s", [running["id"]])
+    await ask(c, delete, f"/api/jobs/{running['id']}", operator, 409)
+    await ask(c, delete, f"/api/jobs/{job['id']}", operator, 204)
 
     # 409s of schedules: a name taken; one defined in code that a live worker runs
     schedule = {"name": "nightly", "task": "tests.echo", "cron": "0 3 * * *"}

@@ -1,6 +1,7 @@
 import { render, screen } from "@testing-library/react";
 import { MemoryRouter } from "react-router";
 import { describe, expect, it } from "vitest";
+import { CRON_LABEL, CronField } from "./components/CronField";
 import { LiveOutput } from "./components/LiveOutput";
 import { Pager } from "./listing";
 import type { Job } from "./types";
@@ -68,5 +69,27 @@ describe("Pager", () => {
       </MemoryRouter>,
     );
     expect(screen.queryByRole("link")).toBeNull();
+  });
+});
+
+describe("CronField", () => {
+  it("says it takes 5 fields or 6 with seconds first, and describes them", () => {
+    render(<CronField required defaultValue="30 */5 * * * *" />);
+    const input = screen.getByLabelText(CRON_LABEL);
+    expect(CRON_LABEL).toBe("Cron (5 fields, or 6 with seconds first)");
+    expect((input as HTMLInputElement).value).toBe("30 */5 * * * *");
+    expect(input).toHaveProperty("required", true);
+    expect(input.getAttribute("name")).toBe("cron");
+    const help = document.getElementById(input.getAttribute("aria-describedby") ?? "");
+    expect(help?.textContent).toContain("minute hour day month weekday");
+    expect(help?.textContent).toContain("seconds first");
+  });
+
+  it("says what an empty field means where it may be empty", () => {
+    render(<CronField empty="only run by hand or webhook" />);
+    const input = screen.getByLabelText(CRON_LABEL);
+    expect(input).toHaveProperty("required", false);
+    const help = document.getElementById(input.getAttribute("aria-describedby") ?? "");
+    expect(help?.textContent).toContain("empty: only run by hand or webhook");
   });
 });

@@ -1,4 +1,4 @@
-"""Routes: jobs (list, detail, enqueue, retry, cancel, bulk) and queues (stats, pause)."""
+"""Routes: jobs (list, detail, enqueue, retry, cancel, delete, bulk) and queues (stats, pause)."""
 
 from __future__ import annotations
 
@@ -213,6 +213,21 @@ async def retry(job_id: IdPath, svc: Svc, who: Caller) -> object:
 async def cancel(job_id: IdPath, svc: Svc, who: Caller) -> object:
     """Cancel a pending job at once; a running one when its attempt completes."""
     return await _act(svc, "cancel", job_id, who)
+
+
+@router.delete(
+    "/api/jobs/{job_id}",
+    status_code=204,
+    tags=["jobs"],
+    responses=NO_JOB | answer(409, "The job is RUNNING: cancel it, and delete it once it ends"),
+)
+async def delete_job(job_id: IdPath, svc: Svc, who: Caller) -> Response:
+    """Delete a job that is not RUNNING, with its attempts. The audit trail keeps who deleted
+    it (``job.deleted``, with the job's task, queue and state): ``GET
+    /api/audit?target_type=job&target_id=<id>``; the job's own routes answer 404 naming
+    them."""
+    await admin.delete_job(svc.pool, svc.store, job_id, who.actor)
+    return Response(status_code=204)
 
 
 @router.get("/api/queues", response_model=list[admin.QueueStats], tags=["queues"])

@@ -51,10 +51,11 @@ ROUTE_ROLES: dict[tuple[str, str], Role | None] = {
     ("GET", "/api/me/tokens"): VIEWER,
     ("POST", "/api/me/tokens"): VIEWER,
     ("DELETE", "/api/me/tokens/{token_id}"): VIEWER,
-    # jobs: VIEWER reads; OPERATOR enqueues registered tasks, retries and cancels
+    # jobs: VIEWER reads; OPERATOR enqueues registered tasks, retries, cancels and deletes
     ("GET", "/api/jobs"): VIEWER,
     ("POST", "/api/jobs"): OPERATOR,
     ("GET", "/api/jobs/{job_id}"): VIEWER,
+    ("DELETE", "/api/jobs/{job_id}"): OPERATOR,
     ("GET", "/api/jobs/{job_id}/timeline"): VIEWER,
     ("POST", "/api/jobs/{job_id}/retry"): OPERATOR,
     ("POST", "/api/jobs/{job_id}/cancel"): OPERATOR,

@@ -1,5 +1,5 @@
-"""``tickwork jobs``: list jobs, show one with its attempts, enqueue, retry or cancel one,
-straight on the database without the HTTP API.
+"""``tickwork jobs``: list jobs, show one with its attempts, enqueue, retry, cancel or delete
+one, straight on the database without the HTTP API.
 
 The commands call the library functions the API calls (:mod:`tickwork.queue.admin`, the
 :class:`~tickwork.app.App` job actions), so the same rules and audit events apply; the audit
@@ -43,7 +43,7 @@ __all__ = ["jobs_cli"]
 JobId = Annotated[int, typer.Argument(metavar="ID", help="The job's id.")]
 
 jobs_cli = typer.Typer(
-    help="List jobs, show one with its attempts, enqueue, retry or cancel one.",
+    help="List jobs, show one with its attempts, enqueue, retry, cancel or delete one.",
     no_args_is_help=True,
     cls=Group,
 )
@@ -355,3 +355,27 @@ def jobs_cancel(job_id: JobId, app: AppOption = None) -> None:
         typer.echo(f"job {job.id} is {job.state.value}; it is cancelled when its attempt ends")
     else:
         typer.echo(f"job {job.id} is {job.state.value}")
+
+
+@jobs_cli.command("delete")
+def jobs_delete(
+    job_id: JobId,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Delete without asking to confirm.")
+    ] = False,
+    app: AppOption = None,
+) -> None:
+    """Delete a job that is not RUNNING, with its attempts (cancel a running one first). Asks
+    to confirm unless --yes; the audit trail keeps who deleted it (job.deleted)."""
+    logs.configure("ERROR")
+    admin.check_job_id(job_id)
+    with load_app(app) as the_app:
+        if not yes:
+            job = the_app.get_job(job_id)
+            typer.confirm(
+                f"Delete job {job.id} ({job.state.value}, task {job.task}, queue {job.queue})"
+                f" and its {job.attempts} attempt{'' if job.attempts == 1 else 's'}?",
+                abort=True,
+            )
+        deleted = the_app.delete_job(job_id, actor=cli_actor())
+    typer.echo(f"deleted job {deleted.id} (it was {deleted.state.value})")

@@ -28,6 +28,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from tickwork import __version__
 from tickwork.api.throttle import Limiter
 from tickwork.app import App
 from tickwork.auth import AuthService
@@ -42,7 +43,8 @@ MCP_PATH = "/mcp"
 INSTRUCTIONS = (
     "tickwork runs background jobs, schedules and signals on PostgreSQL. These tools read and "
     "operate it with the powers of the person whose API token you hold: a VIEWER's token reads,"
-    " an OPERATOR's also retries, cancels, enqueues and pauses, an ADMIN's also handles signals."
+    " an OPERATOR's also retries, cancels, deletes, enqueues and pauses, an ADMIN's also"
+    " handles signals."
     " Every change is recorded in the audit trail as made through MCP. Ask before changing "
     "anything."
 )
@@ -140,6 +142,9 @@ def build(
         log_level="WARNING",
     )
     root.handlers = handlers  # the SDK configures the root logger; tickwork's logs stay its own
+    # initialize's serverInfo.version: tickwork's, not the SDK's (its default; FastMCP takes
+    # no version of its own)
+    server._mcp_server.version = __version__
     _route_sdk_logs()
     register(server, call)
     return server

@@ -55,6 +55,13 @@ class JobReport(BaseModel):
     timeline: list[admin.TimelineEntry]
 
 
+class JobDeleted(BaseModel):
+    """A job deleted (the audit trail keeps who did it)."""
+
+    job_id: int
+    deleted: bool
+
+
 class QueueState(BaseModel):
     """A queue after a pause or a resume."""
 
@@ -139,6 +146,13 @@ def _jobs(server: FastMCP, call: Call) -> None:
         """Cancel a PENDING or FAILED job now, a RUNNING one when its attempt stops
         (OPERATOR; audited)."""
         return await call("POST", f"/api/jobs/{job_id}/cancel")  # type: ignore[no-any-return]
+
+    @server.tool(annotations=STOP, structured_output=True)
+    async def delete_job(job_id: JobId) -> JobDeleted:
+        """Delete a job that is not RUNNING, with its attempts: it cannot be undone (OPERATOR;
+        audited as job.deleted). A RUNNING job is refused (409): cancel it first."""
+        await call("DELETE", f"/api/jobs/{job_id}")
+        return JobDeleted(job_id=job_id, deleted=True)
 
     @server.tool(annotations=CHANGE, structured_output=True)
     async def enqueue_job(
@@ -342,7 +356,7 @@ def _prompts(server: FastMCP) -> None:
             f"state RUNNING and queue {queue!r} (are attempts stuck?), and with state FAILED "
             "or DEAD_LETTER (is a task failing and retrying?); get_job on one of those for its "
             "error; health (is the database in trouble: xmin horizon, bloat); leaders. Do not "
-            "retry, cancel or resume anything without asking first."
+            "retry, cancel, delete or resume anything without asking first."
         )
 
     @server.prompt(description="Explain why a job failed and whether retrying would help")

@@ -1,5 +1,5 @@
 """Operators' view of the queue: job listings with strict filters, bulk retry and cancel,
-queue statistics and pause, live workers.
+deleting a job, queue statistics and pause, live workers.
 
 Every function takes an async connection pool and the store (the storage seam); the API and
 the CLI share them. Filters are checked here, once: an unknown state or a malformed value
@@ -53,6 +53,10 @@ OPERATIONS = ("retry", "cancel")
 """Operator actions on jobs (the store's ``job_retry`` and ``job_cancel``)."""
 ALLOWED_FROM = {"retry": ["DEAD_LETTER", "FAILED"], "cancel": ["PENDING", "FAILED", "RUNNING"]}
 """The states each action applies to (the statements hold the same rule)."""
+DELETABLE = ["PENDING", "FAILED", "SUCCEEDED", "CANCELLED", "DEAD_LETTER"]
+"""The states a job may be deleted from: any but RUNNING (``job_delete`` holds the rule)."""
+MAX_JOB_ID = 2**63 - 1
+"""The largest job id (PostgreSQL's ``bigint``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,13 +459,63 @@ async def change_job(
     return await get_job(pool, store, job_id)
 
 
+@dataclass(frozen=True, slots=True)
+class DeletedJob:
+    """What deleting a job removed."""
+
+    id: int
+    state: JobState
+    """The state the job was in."""
+    executions: int
+    """Its attempts' rows deleted with it."""
+
+
+def check_job_id(job_id: int) -> int:
+    """A job id as the jobs table can hold one (1 to :data:`MAX_JOB_ID`), or
+    :class:`InvalidInput` naming ``job_id``."""
+    if isinstance(job_id, bool) or not isinstance(job_id, int) or not 1 <= job_id <= MAX_JOB_ID:
+        raise InvalidInput("job_id", job_id, f"must be a whole number from 1 to {MAX_JOB_ID}")
+    return job_id
+
+
+async def delete_job(
+    pool: AsyncConnectionPool[Any], store: Store, job_id: int, actor: str
+) -> DeletedJob:
+    """Delete a job that is not RUNNING, with its attempts; audited as ``job.deleted`` by
+    ``actor`` (the event outlives the job: ``GET /api/audit?target_type=job&target_id=``).
+    Raises :class:`JobNotFoundError`, or :class:`JobStateError` naming the state when the job
+    is RUNNING (cancel it first: once its attempt ends it may be deleted). The statement
+    decides on the row as it is when locked, so a claim racing the delete wins or loses
+    whole: the job runs and is refused, or is deleted and never claimed."""
+    check_job_id(job_id)
+    async with pool.connection() as conn:
+        found = await store.job_delete(conn, job_id=job_id, actor=actor)
+    if found is None:
+        raise JobNotFoundError(job_id)
+    if not found["deleted"]:
+        raise JobStateError(job_id, found["state"], "delete", DELETABLE)
+    return DeletedJob(job_id, JobState(found["state"]), found["executions"])
+
+
 async def get_job(pool: AsyncConnectionPool[Any], store: Store, job_id: int) -> Job:
     """One job with its state, attempts, result and last error."""
     async with pool.connection() as conn:
         found = await store.job_get(conn, job_id=job_id)
-    if found is None:
-        raise JobNotFoundError(job_id)
+        if found is None:
+            raise await _not_found(conn, store, job_id)
     return decode.job(found)
+
+
+async def _not_found(conn: AsyncConn, store: Store, job_id: int) -> JobNotFoundError:
+    """The error for a job that is not there, naming who deleted it and when if an operator
+    did (its audit trail outlives it; retention's deletes are not audited)."""
+    events = await store.audit_list_for_target(conn, target_type="job", target_id=str(job_id))
+    deleted = [e for e in events if e["event_type"] == "job.deleted"]
+    if not deleted:
+        return JobNotFoundError(job_id)
+    return JobNotFoundError(
+        job_id, deleted_by=deleted[-1]["actor"], deleted_at=deleted[-1]["occurred_at"]
+    )
 
 
 @dataclass(frozen=True, slots=True)

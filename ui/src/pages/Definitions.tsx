@@ -4,6 +4,7 @@ import { Link, useNavigate, useParams } from "react-router";
 import { Bar, BarChart, CartesianGrid, Legend, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import { api, post } from "../api";
 import { Action } from "../components/Action";
+import { CronField } from "../components/CronField";
 import { Confirm } from "../components/Confirm";
 import { LiveOutput, OUTPUT_POLL } from "../components/LiveOutput";
 import { Scroll } from "../components/Scroll";
@@ -220,10 +221,7 @@ export function NewDefinitionPage() {
         ) : (
           <HttpFields />
         )}
-        <label>
-          Cron (empty: only run by hand or webhook)
-          <input name="cron" placeholder="*/15 * * * *" />
-        </label>
+        <CronField empty="only run by hand or webhook" placeholder="*/15 * * * *" />
         <label>
           Time zone
           <input name="timezone" defaultValue={Intl.DateTimeFormat().resolvedOptions().timeZone} />
@@ -360,10 +358,7 @@ function EditDefinition({ definition }: { definition: Definition }) {
         ) : (
           <HttpFields spec={definition.spec} />
         )}
-        <label>
-          Cron (empty: none)
-          <input name="cron" defaultValue={definition.cron ?? ""} />
-        </label>
+        <CronField empty="no schedule" defaultValue={definition.cron ?? ""} />
         <label>
           Time zone
           <input name="timezone" defaultValue={definition.timezone} />

@@ -1,6 +1,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { Link, useParams } from "react-router";
+import { Link, useNavigate, useParams } from "react-router";
 import { api, post } from "../api";
+import { Confirm } from "../components/Confirm";
 import { LiveOutput, OUTPUT_POLL } from "../components/LiveOutput";
 import { Failure, Loading } from "../components/States";
 import { live } from "../live";
@@ -16,8 +17,20 @@ export function JobPage() {
   const { id } = useParams();
   const { can } = useSession();
   const client = useQueryClient();
+  const navigate = useNavigate();
+  const remove = useMutation({
+    mutationFn: () => api(`/api/jobs/${id}`, { method: "DELETE" }),
+    onSuccess: () => {
+      void client.invalidateQueries({ queryKey: ["jobs"] });
+      navigate("/jobs");
+    },
+  });
+  // while a delete is under way and once it is done, the page asks nothing more of the job
+  // (the event of its deletion would have it ask for a 404)
+  const asking = remove.isIdle || remove.isError;
   const job = useQuery({
     queryKey: ["job", id],
+    enabled: asking,
     queryFn: () => api<JobDetail>(`/api/jobs/${id}`),
     refetchInterval: (q) =>
       q.state.data && FINAL.includes(q.state.data.state)
@@ -28,6 +41,7 @@ export function JobPage() {
   });
   const timeline = useQuery({
     queryKey: ["job", id, "timeline"],
+    enabled: asking,
     queryFn: () => api<TimelineEntry[]>(`/api/jobs/${id}/timeline`),
     refetchInterval: () => (job.data && FINAL.includes(job.data.state) ? false : live()),
   });
@@ -63,8 +77,22 @@ export function JobPage() {
             {j.cancel_requested_at ? "Cancel requested" : "Cancel"}
           </button>
         )}
+        {j.state !== "RUNNING" && can("DELETE", "/api/jobs/{job_id}") && (
+          <Confirm
+            trigger="Delete"
+            title={`Delete job #${j.id}?`}
+            action="Delete it"
+            onConfirm={() => remove.mutate()}
+          >
+            <p>
+              The job and its {j.attempts === 1 ? "attempt go" : `${j.attempts} attempts go`} for
+              good; the audit trail keeps who deleted it.
+            </p>
+          </Confirm>
+        )}
       </div>
       {act.isError && <Failure error={act.error} />}
+      {remove.isError && <Failure error={remove.error} />}
       <dl className="facts">
         <dt>Task</dt>
         <dd>

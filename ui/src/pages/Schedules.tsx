@@ -2,6 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { api, post } from "../api";
 import { Action } from "../components/Action";
+import { CronField } from "../components/CronField";
 import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
 import { live } from "../live";
@@ -60,10 +61,7 @@ function CreateForm() {
         Task
         <input name="task" required />
       </label>
-      <label>
-        Cron (5 fields)
-        <input name="cron" required placeholder="*/5 * * * *" />
-      </label>
+      <CronField required placeholder="*/5 * * * *" />
       <label>
         Time zone
         <input name="timezone" defaultValue={Intl.DateTimeFormat().resolvedOptions().timeZone} />
@@ -104,10 +102,7 @@ function EditForm({ schedule }: { schedule: Schedule }) {
     <details>
       <summary>Edit</summary>
       <form className="inline" onSubmit={submit} aria-label={`Edit schedule ${schedule.name}`}>
-        <label>
-          Cron
-          <input name="cron" defaultValue={schedule.cron} required />
-        </label>
+        <CronField required defaultValue={schedule.cron} />
         <label>
           Time zone
           <input name="timezone" defaultValue={schedule.timezone} required />

@@ -417,6 +417,60 @@ SELECT t.id, t.state AS previous_state, c.state AS state,
 FROM target t
 LEFT JOIN changed c ON c.id = t.id;
 
+-- name: job_delete
+-- An operator deletes the job %(job_id)s with its executions (its attempts' history), unless
+-- it is RUNNING: an attempt holds its lease and would complete a job that is gone (cancel it
+-- first; once the attempt ends the job may go). FOR UPDATE waits for a claim or an outcome in
+-- flight on the row and re-reads it once that commits, so the state decided on is the
+-- current one, never an earlier read's; a claim that comes after finds the row locked and
+-- skips it (SKIP LOCKED), then gone. The executions are taken after the job, against the
+-- execution-then-job lock order, as job_prune_finished takes them: a job that is not
+-- RUNNING has no live execution, and the completer and the watchdog lock live ones only,
+-- so no statement can hold one of these and wait for the job. The audit event is not tied
+-- to the row (audit events name their target by type and id, no foreign key): it outlives
+-- the job and records who deleted it, with what the job was. Nothing else refers to a job
+-- row: the unique key and the (schedule, fire time) it held go with it, so a schedule does
+-- not fire that time again (its next_run_at has moved past it) and a new enqueue may take
+-- the key. One answer row when the job exists: its state, and whether it was deleted.
+WITH target AS (
+    SELECT id, state FROM {schema}.jobs WHERE id = %(job_id)s
+    FOR UPDATE
+), gone AS (
+    DELETE FROM {schema}.jobs j
+    USING target t
+    WHERE j.id = t.id
+      AND t.state <> 'RUNNING'  -- a live attempt holds the job: it is deleted once it ends
+    RETURNING j.id, j.queue, j.task, j.state, j.attempts, j.created_at, j.created_by,
+              j.finished_at, j.schedule_id, j.fire_time, j.unique_key
+), executions_gone AS (
+    DELETE FROM {schema}.executions e
+    WHERE e.job_id = ANY(ARRAY(SELECT id FROM gone))  -- the primary key's leading column
+    RETURNING e.id
+), tally AS (  -- the row leaves the final state it held (FAILED is live: not tallied as held)
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'job', g.queue, g.state, date_trunc('minute', now()), -1
+    FROM gone g
+    WHERE g.state IN ('SUCCEEDED', 'CANCELLED', 'DEAD_LETTER')
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT %(actor)s, 'job.deleted', 'job', g.id::text,
+           jsonb_build_object(
+               'from', g.state, 'queue', g.queue, 'task', g.task, 'attempts', g.attempts,
+               'created_at', g.created_at, 'created_by', g.created_by,
+               'finished_at', g.finished_at, 'schedule_id', g.schedule_id,
+               'fire_time', g.fire_time, 'unique_key', g.unique_key,
+               'executions', (SELECT count(*) FROM executions_gone))
+    FROM gone g
+), notify AS (
+    -- app.wait() on a job still waiting wakes and finds it gone; the dashboard's lists reload
+    SELECT pg_notify('{schema}.finished', g.id::text) FROM gone g
+)
+SELECT t.id, t.state, (g.id IS NOT NULL) AS deleted,
+       (SELECT count(*) FROM executions_gone) AS executions,
+       (SELECT count(*) FROM notify) AS notified
+FROM target t
+LEFT JOIN gone g ON g.id = t.id;
+
 -- name: job_list
 -- Operators' job listing: every filter is optional (NULL = not filtering), newest first,
 -- keyset-paginated by id (%(before_id)s: the last id of the previous page). A text search

@@ -174,6 +174,13 @@ class JobStatements(Runner):
         previous_state, state`` per job found, ``state`` None where retrying does not apply."""
         return await self._rows(conn, "job_retry", {"job_ids": list(job_ids), "actor": actor})
 
+    async def job_delete(self, conn: AsyncConn, *, job_id: int, actor: str) -> Row | None:
+        """Delete this job with its executions unless it is RUNNING (audited); the row ``id,
+        state, deleted, executions`` (the state it was in), or None when there is no such
+        job."""
+        found = await self._rows(conn, "job_delete", {"job_id": job_id, "actor": actor})
+        return found[0] if found else None
+
     async def job_list(
         self,
         conn: AsyncConn,
