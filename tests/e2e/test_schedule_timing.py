@@ -1,0 +1,103 @@
+"""Schedules on one ``tickwork serve`` at the default settings (a 30 s scheduler tick, misfire
+ONCE): every fire time gets exactly one job, created when it comes due, for a schedule
+defined in code and for an operator's definition stored (by the CLI, another process) while
+the scheduler sleeps."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tickwork.schedule.cron import CronSchedule
+
+from ..figures import record
+from .support import serving, tickwork, wait_for
+
+pytestmark = pytest.mark.e2e
+HERE = Path(__file__).parent
+WATCHED = timedelta(seconds=62)
+"""How long the fire times are watched: a minute of them."""
+ON_TIME = timedelta(seconds=1)
+"""A scheduled job is created within this of its fire time (the guarantee of
+docs/schedules.md)."""
+
+
+def jobs_of(sql: psycopg.Connection[Any], schedule: str) -> list[tuple[datetime, datetime]]:
+    """(fire time, created at) of each job of ``schedule``, by fire time."""
+    return [
+        (fire, created)
+        for fire, created in sql.execute(
+            "SELECT j.fire_time, j.created_at FROM jobs j JOIN schedules s"
+            " ON s.id = j.schedule_id WHERE s.name = %s ORDER BY j.fire_time",
+            [schedule],
+        )
+    ]
+
+
+def db_now(sql: psycopg.Connection[Any]) -> datetime:
+    row = sql.execute("SELECT now()").fetchone()
+    assert row is not None
+    now: datetime = row[0]
+    return now
+
+
+def test_every_fire_time_gets_one_job_when_it_comes_due(
+    app: Any, sql: psycopg.Connection[Any], db_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = dict(db_env, PYTHONPATH=os.pathsep.join([str(HERE), db_env.get("PYTHONPATH", "")]))
+    with serving(env, tmp_path, "--app", "schedule_timing_app:app") as (process, _url, _out):
+        # stored by another process while the scheduler sleeps out its 30 s tick
+        wait_for(lambda: jobs_of(sql, "every-five"), "the code schedule to fire once")
+        given = tmp_path / "tick.json"
+        given.write_text(
+            json.dumps(
+                {
+                    "name": "tick",
+                    "kind": "http",
+                    "http": {"url": "https://example.com/"},
+                    "cron": "*/5 * * * * *",
+                }
+            )
+        )
+        created = tickwork(env, "definitions", "create", str(given))
+        assert created.returncode == 0, created.stderr
+        stored = sql.execute(
+            "SELECT name, created_at FROM schedules WHERE origin = 'definition'"
+        ).fetchall()
+        [(definition, definition_at)] = stored
+        start = db_now(sql)
+        wait_for(lambda: db_now(sql) > start + WATCHED, "a minute of fire times", 120)
+        end = db_now(sql)
+    assert process.returncode == 0
+
+    lateness: list[float] = []
+    for name, cron in [
+        ("every-five", "*/5 * * * * *"),
+        ("every-second", "* * * * * *"),
+        (definition, "*/5 * * * * *"),
+    ]:
+        rows = jobs_of(sql, name)
+        fired = [fire for fire, _ in rows]
+        assert len(fired) == len(set(fired)), name  # none doubled
+        since = definition_at if name == definition else fired[0] - timedelta(microseconds=1)
+        expected = CronSchedule.parse(cron).fire_times(since, end - ON_TIME)
+        assert set(expected) <= set(fired), (name, sorted(set(expected) - set(fired)))
+        late = [(created - fire).total_seconds() for fire, created in rows]
+        print(name, [(f.strftime("%H:%M:%S"), round(x, 3)) for (f, _), x in zip(rows, late)])
+        print(sql.execute("SELECT name, created_at, updated_at FROM schedules WHERE name=%s", [name]).fetchall())
+        lateness += late
+    definition_runs = [f for f, _ in jobs_of(sql, definition) if f <= definition_at + timedelta(seconds=32)]
+    assert len(definition_runs) >= 5
+    p50, worst = statistics.median(lateness), max(lateness)
+    print(f"jobs {len(lateness)} lateness p50 {p50 * 1000:.1f} ms max {worst * 1000:.1f} ms")
+    check = "schedules at the default tick: a job per fire time, created when it comes due"
+    record("reliability", check, "jobs", len(lateness))
+    record("reliability", check, "creation lateness p50 (ms)", round(p50 * 1000, 1))
+    record("reliability", check, "creation lateness max (ms)", round(worst * 1000, 1))
