@@ -77,7 +77,7 @@ def test_every_fire_time_gets_one_job_when_it_comes_due(
         end = db_now(sql)
     assert process.returncode == 0
 
-    lateness: list[float] = []
+    lateness: list[float] = []  # of every job, the process's first seconds included
     for name, cron in [
         ("every-five", "*/5 * * * * *"),
         ("every-second", "* * * * * *"),
@@ -89,14 +89,17 @@ def test_every_fire_time_gets_one_job_when_it_comes_due(
         since = definition_at if name == definition else fired[0] - timedelta(microseconds=1)
         expected = CronSchedule.parse(cron).fire_times(since, end - ON_TIME)
         assert set(expected) <= set(fired), (name, sorted(set(expected) - set(fired)))
-        late = [(created - fire).total_seconds() for fire, created in rows]
-        print(name, [(f.strftime("%H:%M:%S"), round(x, 3)) for (f, _), x in zip(rows, late)])
-        print(sql.execute("SELECT name, created_at, updated_at FROM schedules WHERE name=%s", [name]).fetchall())
-        lateness += late
-    definition_runs = [f for f, _ in jobs_of(sql, definition) if f <= definition_at + timedelta(seconds=32)]
-    assert len(definition_runs) >= 5
+        late = {fire: created - fire for fire, created in rows}
+        # once the process has started (its first seconds load the API, open the pools and
+        # start every service), each job is created within a second of its fire time
+        started = [fire for fire in fired if fire > start]
+        assert all(timedelta(0) <= late[fire] < ON_TIME for fire in started), (name, late)
+        lateness += [d.total_seconds() for d in late.values()]
+    first_runs = jobs_of(sql, definition)
+    assert len([f for f, _ in first_runs if f <= definition_at + timedelta(seconds=32)]) >= 5
     p50, worst = statistics.median(lateness), max(lateness)
-    print(f"jobs {len(lateness)} lateness p50 {p50 * 1000:.1f} ms max {worst * 1000:.1f} ms")
+    print(f"jobs {len(lateness)}: created after the fire time p50 {p50 * 1000:.1f} ms, "
+          f"max {worst * 1000:.1f} ms")  # fmt: skip
     check = "schedules at the default tick: a job per fire time, created when it comes due"
     record("reliability", check, "jobs", len(lateness))
     record("reliability", check, "creation lateness p50 (ms)", round(p50 * 1000, 1))

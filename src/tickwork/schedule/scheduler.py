@@ -302,6 +302,8 @@ class SchedulerService:
         self._wake = asyncio.Event()
         self.listening = asyncio.Event()
         """Set while the holder's LISTEN connection is up."""
+        self.passes = 0
+        """Passes made (each with its next wait worked out)."""
 
     def wake(self) -> None:
         """Pass now (a schedule changed; it may be due before the planned wake-up)."""
@@ -320,9 +322,8 @@ class SchedulerService:
         result = await self.run_once()
         if result is None:
             return min(self.interval, LEASE_POLL)
-        if result.more:
-            return 0.0
-        until = await self.scheduler.next_due()
+        until = 0.0 if result.more else await self.scheduler.next_due()
+        self.passes += 1
         return self.interval if until is None else min(until, self.interval)
 
     async def run(self, stop: asyncio.Event) -> None:
