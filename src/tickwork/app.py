@@ -332,9 +332,10 @@ class App:
     def scheduler_service(
         self, pool: AsyncConnectionPool[Any], leases: LeaseManager | None = None
     ) -> SchedulerService:
-        """The SCHEDULER-lease-gated tick for this app's schedules, on ``pool``; the role is
-        added to ``leases`` (the process's lease manager), or to a manager of its own whose
-        heartbeat the caller runs."""
+        """The SCHEDULER-lease-gated scheduler for this app's schedules, on ``pool``; the role
+        is added to ``leases`` (the process's lease manager), or to a manager of its own whose
+        heartbeat the caller runs. Schedule writes wake it through :meth:`SchedulerService.wake`
+        (:meth:`services` wires the worker's LISTEN connection to it)."""
 
         interval = self.settings.scheduler.interval
         scheduler = Scheduler(
@@ -348,12 +349,7 @@ class App:
         if leases is None:
             leases = LeaseManager(pool, self.db.store, self.settings.leases, [])
         leases.compete([Role.SCHEDULER], self.settings.leases)
-        return SchedulerService(
-            scheduler,
-            leases,
-            interval=interval,
-            connect=lambda: self.db.connect_listener("tickwork-scheduler"),
-        )
+        return SchedulerService(scheduler, leases, interval=interval)
 
     def signal_runtime(
         self,
@@ -706,6 +702,8 @@ class App:
             host.add("watchdog", watchdog.run)
         if worker is not None and "scheduler" in roles and settings.scheduler.enabled:
             scheduler = self.scheduler_service(pool, host.leases)
+            # woken by schedule writes over the worker's LISTEN connection: no connection more
+            worker.also_listen(store.channel("schedules"), lambda _payload: scheduler.wake())
             schedules = list(self.schedules.values())
             defined_by = worker.id
 

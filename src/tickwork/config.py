@@ -283,7 +283,8 @@ class LeaseSettings(BaseModel):
 
 
 class SchedulerSettings(BaseModel):
-    """The scheduler tick (run by every worker process; the SCHEDULER lease holder ticks)."""
+    """The scheduler (run by every worker process; the SCHEDULER lease holder passes at each
+    fire time, and ticks at least every ``interval``)."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 

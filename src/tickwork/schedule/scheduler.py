@@ -284,8 +284,9 @@ class SchedulerService:
     holder passes, and a pass is idempotent should two ever overlap.
 
     The holder passes at each next fire time (on the database's clock), when a schedule is
-    written anywhere (NOTIFY on the schema's ``schedules`` channel, listened to while it
-    holds the lease), and at least every ``interval`` seconds."""
+    written anywhere (NOTIFY on the schema's ``schedules`` channel: :meth:`wake`, called by
+    the process's worker's LISTEN connection, or with ``connect`` a LISTEN connection of its
+    own while it holds the lease), and at least every ``interval`` seconds."""
 
     def __init__(
         self,
