@@ -78,6 +78,7 @@ def test_every_fire_time_gets_one_job_when_it_comes_due(
     assert process.returncode == 0
 
     lateness: list[float] = []  # of every job, the process's first seconds included
+    steady: list[float] = []  # of the jobs whose fire time came once it had started
     for name, cron in [
         ("every-five", "*/5 * * * * *"),
         ("every-second", "* * * * * *"),
@@ -90,17 +91,19 @@ def test_every_fire_time_gets_one_job_when_it_comes_due(
         expected = CronSchedule.parse(cron).fire_times(since, end - ON_TIME)
         assert set(expected) <= set(fired), (name, sorted(set(expected) - set(fired)))
         late = {fire: created - fire for fire, created in rows}
-        # once the process has started (its first seconds load the API, open the pools and
-        # start every service), each job is created within a second of its fire time
+        # once the process has started (its first seconds build the API and start every
+        # service), each job is created within a second of its fire time
         started = [fire for fire in fired if fire > start]
         assert all(timedelta(0) <= late[fire] < ON_TIME for fire in started), (name, late)
         lateness += [d.total_seconds() for d in late.values()]
+        steady += [late[fire].total_seconds() for fire in started]
     first_runs = jobs_of(sql, definition)
     assert len([f for f, _ in first_runs if f <= definition_at + timedelta(seconds=32)]) >= 5
-    p50, worst = statistics.median(lateness), max(lateness)
-    print(f"jobs {len(lateness)}: created after the fire time p50 {p50 * 1000:.1f} ms, "
-          f"max {worst * 1000:.1f} ms")  # fmt: skip
     check = "schedules at the default tick: a job per fire time, created when it comes due"
-    record("reliability", check, "jobs", len(lateness))
-    record("reliability", check, "creation lateness p50 (ms)", round(p50 * 1000, 1))
-    record("reliability", check, "creation lateness max (ms)", round(worst * 1000, 1))
+    for what, figures in [("all jobs", lateness), ("once started", steady)]:
+        p50, worst = statistics.median(figures), max(figures)
+        print(f"{what}: {len(figures)} jobs, created after the fire time p50 "
+              f"{p50 * 1000:.1f} ms, max {worst * 1000:.1f} ms")  # fmt: skip
+        record("reliability", check, f"jobs ({what})", len(figures))
+        record("reliability", check, f"creation lateness p50 (ms, {what})", round(p50 * 1000, 1))
+        record("reliability", check, f"creation lateness max (ms, {what})", round(worst * 1000, 1))
