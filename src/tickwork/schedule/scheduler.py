@@ -59,6 +59,9 @@ default tick (30 s) + lease time to live (30 s) + heartbeat (15 s) (:func:`catch
 LEASE_POLL = 1.0
 """Seconds between a non-holder's looks at its (local) lease: a process that wins the
 SCHEDULER lease starts passing within this."""
+BUSY_WAIT = 0.01
+"""Seconds before passing again when a schedule is due that the last pass did not take
+(another pass holds its lock until it commits): a short wait, not a spin."""
 FIRST_RETRY = 0.5
 """Seconds before a pass that met a database error is tried again (doubling, up to the
 tick interval)."""
@@ -251,7 +254,9 @@ class Scheduler:
                     "fire_time": item.fire_time.isoformat(),
                 },
             )
-        return TickResult(fired, missed, overlapped, more=len(due) >= self.batch)
+        # a full batch may leave more due (not if it was all schedules that do not parse)
+        more = len(due) >= self.batch and any(row["id"] not in self._invalid for row in due)
+        return TickResult(fired, missed, overlapped, more=more)
 
     def _parse(self, row: dict[str, Any]) -> CronSchedule | None:
         """The schedule's cron, or None for a stored definition that does not parse (left
@@ -324,6 +329,9 @@ class SchedulerService:
         if result is None:
             return min(self.interval, LEASE_POLL)
         until = 0.0 if result.more else await self.scheduler.next_due()
+        if until == 0.0 and not result.more and not result.fired:
+            # due, yet this pass took nothing: another pass holds it (or it came due since)
+            until = BUSY_WAIT
         self.passes += 1
         return self.interval if until is None else min(until, self.interval)
 
