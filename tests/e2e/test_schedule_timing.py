@@ -107,3 +107,26 @@ def test_every_fire_time_gets_one_job_when_it_comes_due(
         record("reliability", check, f"jobs ({what})", len(figures))
         record("reliability", check, f"creation lateness p50 (ms, {what})", round(p50 * 1000, 1))
         record("reliability", check, f"creation lateness max (ms, {what})", round(worst * 1000, 1))
+
+
+def test_the_cli_refuses_a_cron_finer_than_the_limit(
+    db_env: dict[str, str], clean: None, tmp_path: Path
+) -> None:
+    given = tmp_path / "fast.json"
+    given.write_text(
+        json.dumps(
+            {
+                "name": "fast",
+                "kind": "http",
+                "http": {"url": "https://example.com/"},
+                "cron": "* * * * * *",
+            }
+        )
+    )
+    limited = dict(db_env, TICKWORK_SCHEDULER__MIN_INTERVAL="5")
+    refused = tickwork(limited, "definitions", "create", str(given))
+    assert refused.returncode == 2, refused.stderr
+    assert "cron ('* * * * * *') fires 1 s apart" in refused.stderr, refused.stderr
+    assert "every 5 s (scheduler.min_interval)" in refused.stderr, refused.stderr
+    accepted = tickwork(db_env, "definitions", "create", str(given))  # every second: honoured
+    assert accepted.returncode == 0, accepted.stderr
