@@ -80,7 +80,7 @@ from tickwork.schedule import admin as schedule_admin
 from tickwork.schedule.admin import check_schedule_name
 from tickwork.schedule.cron import CronSchedule
 from tickwork.schedule.records import Misfire, Overlap, ScheduleSpec, StoredSchedule
-from tickwork.schedule.scheduler import Scheduler, SchedulerService
+from tickwork.schedule.scheduler import Scheduler, SchedulerService, catch_up_window
 from tickwork.services.host import WORKER_ROLES, ServiceHost
 from tickwork.services.leases import LeaseManager, Role, leaders
 from tickwork.services.sampler import Sampler
@@ -273,7 +273,9 @@ class App:
         spec = ScheduleSpec(
             name=name,
             task=task_name,
-            cron=CronSchedule.parse(cron, timezone),
+            cron=CronSchedule.parse(cron, timezone).check_interval(
+                self.settings.scheduler.min_interval
+            ),
             args=arguments,
             queue=check_queue(queue) if queue is not None else None,
             priority=check_priority(priority) if priority is not None else None,
@@ -338,19 +340,24 @@ class App:
     def scheduler_service(
         self, pool: AsyncConnectionPool[Any], leases: LeaseManager | None = None
     ) -> SchedulerService:
-        """The SCHEDULER-lease-gated tick for this app's schedules, on ``pool``; the role is
-        added to ``leases`` (the process's lease manager), or to a manager of its own whose
-        heartbeat the caller runs."""
+        """The SCHEDULER-lease-gated scheduler for this app's schedules, on ``pool``; the role
+        is added to ``leases`` (the process's lease manager), or to a manager of its own whose
+        heartbeat the caller runs. Schedule writes wake it through :meth:`SchedulerService.wake`
+        (:meth:`services` wires the worker's LISTEN connection to it)."""
 
+        interval = self.settings.scheduler.interval
         scheduler = Scheduler(
             pool,
             self.db.store,
             lambda name: self.tasks[name].options if name in self.tasks else None,
+            catch_up=catch_up_window(
+                interval, self.settings.leases.ttl, self.settings.leases.heartbeat
+            ),
         )
         if leases is None:
             leases = LeaseManager(pool, self.db.store, self.settings.leases, [])
         leases.compete([Role.SCHEDULER], self.settings.leases)
-        return SchedulerService(scheduler, leases, interval=self.settings.scheduler.interval)
+        return SchedulerService(scheduler, leases, interval=interval)
 
     def signal_runtime(
         self,
@@ -738,6 +745,8 @@ class App:
             host.add("watchdog", watchdog.run)
         if worker is not None and "scheduler" in roles and settings.scheduler.enabled:
             scheduler = self.scheduler_service(pool, host.leases)
+            # woken by schedule writes over the worker's LISTEN connection: no connection more
+            worker.also_listen(store.channel("schedules"), lambda _payload: scheduler.wake())
             schedules = list(self.schedules.values())
             defined_by = worker.id
 

@@ -76,6 +76,7 @@ DEFAULT_LEASE_HEARTBEAT = 15.0
 DEFAULT_LEADER_LEASE_TTL = 30.0
 
 DEFAULT_SCHEDULER_INTERVAL = 30.0
+DEFAULT_SCHEDULE_MIN_INTERVAL = 1.0
 DEFAULT_RETENTION_INTERVAL = 60.0
 DEFAULT_RETENTION_BATCH = 5000
 DEFAULT_VACUUM_DEAD_ROWS = 5_000
@@ -282,14 +283,27 @@ class LeaseSettings(BaseModel):
 
 
 class SchedulerSettings(BaseModel):
-    """The scheduler tick (run by every worker process; the SCHEDULER lease holder ticks)."""
+    """The scheduler (run by every worker process; the SCHEDULER lease holder passes at each
+    fire time, and ticks at least every ``interval``)."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     enabled: bool = True
     """Whether this process's scheduler ticks (turns due fire times into jobs)."""
     interval: float = seconds(DEFAULT_SCHEDULER_INTERVAL)
-    """Seconds between the scheduler's ticks."""
+    """Seconds between the scheduler's ticks at most. It passes at each next fire time
+    anyway, and when a schedule is written (NOTIFY): the tick bounds only how late a lost
+    notification or a failover can make a fire time."""
+    min_interval: float = Field(
+        DEFAULT_SCHEDULE_MIN_INTERVAL,
+        ge=DEFAULT_SCHEDULE_MIN_INTERVAL,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+    )
+    """Seconds between two fire times of a schedule at least: a cron that fires more often
+    is refused when a schedule or definition is stored with it (schedules stored already
+    keep firing). The default, 1, is every second: the finest a cron can say, which the
+    scheduler honours; raise it to keep schedules coarser."""
 
 
 class RetentionSettings(BaseModel):

@@ -149,6 +149,14 @@ def run(app: App, options: ServeOptions, out: TextIO = sys.stdout) -> None:
             exit_past_running_handlers(worker)
 
 
+def _import_api(roles: frozenset[str]) -> None:
+    """Import the API (and the MCP endpoint) modules."""
+    import tickwork.api
+
+    if "mcp" in roles:
+        import tickwork.mcp.server  # noqa: F401
+
+
 async def _serve(
     app: App,
     options: ServeOptions,
@@ -159,6 +167,8 @@ async def _serve(
     from tickwork.auth import AuthService
 
     await asyncio.to_thread(app.migrate)
+    if sock is not None:  # imported here, not in the loop once the services run: the seconds
+        await asyncio.to_thread(_import_api, options.roles)  # it takes would hold them up
     # API requests wait this long for a connection, then answer 503 (so do the services
     # sharing the pool, which retry on their own)
     pool = await app.db.async_pool(

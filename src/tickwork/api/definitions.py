@@ -57,7 +57,13 @@ async def list_definitions(
 async def create_definition(body: DefinitionIn, svc: Svc, who: Caller) -> Definition:
     """Store an HTTP or script definition (ADMIN: a script runs code on the workers)."""
     given = body.model_dump(exclude_unset=True)
-    return await admin.create(svc.pool, svc.store, given, actor=who.actor)
+    return await admin.create(
+        svc.pool,
+        svc.store,
+        given,
+        actor=who.actor,
+        min_interval=svc.app.settings.scheduler.min_interval,
+    )
 
 
 @router.get("/api/definitions/{id}", response_model=DefinitionOut, responses=NO_DEFINITION)
@@ -75,7 +81,14 @@ async def edit_definition(id: IdPath, body: DefinitionEditIn, svc: Svc, who: Cal
     """Change some fields (the next run uses them; a run already made keeps its version).
     ``cron`` and ``loop`` may be null (removed)."""
     changes = body.model_dump(exclude_unset=True)
-    return await admin.edit(svc.pool, svc.store, id, changes, actor=who.actor)
+    return await admin.edit(
+        svc.pool,
+        svc.store,
+        id,
+        changes,
+        actor=who.actor,
+        min_interval=svc.app.settings.scheduler.min_interval,
+    )
 
 
 @router.delete("/api/definitions/{id}", status_code=204, responses=NO_DEFINITION)

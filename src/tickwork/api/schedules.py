@@ -71,6 +71,7 @@ async def create_schedule(body: ScheduleIn, svc: Svc, who: Caller) -> StoredSche
         body.model_dump(),
         check_task=await _task_checker(svc),
         actor=who.actor,
+        min_interval=svc.app.settings.scheduler.min_interval,
     )
 
 
@@ -94,6 +95,7 @@ async def edit_schedule(name: str, body: ScheduleEditIn, svc: Svc, who: Caller) 
         body.model_dump(exclude_unset=True),
         check_task=await _task_checker(svc),
         actor=who.actor,
+        min_interval=svc.app.settings.scheduler.min_interval,
     )
     return _shown(edited)
 

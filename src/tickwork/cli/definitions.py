@@ -126,7 +126,14 @@ def definitions_create(source: FileArgument, app: AppOption = None) -> None:
     given = _read_object(source)
     actor = cli_actor()
     created = run_with_pool(
-        app, lambda the_app, pool: admin.create(pool, the_app.db.store, given, actor=actor)
+        app,
+        lambda the_app, pool: admin.create(
+            pool,
+            the_app.db.store,
+            given,
+            actor=actor,
+            min_interval=the_app.settings.scheduler.min_interval,
+        ),
     )
     typer.echo(f"created definition {created.id} ({created.name}), runs on queue {created.queue}")
 
@@ -142,7 +149,14 @@ def definitions_edit(key: str, source: FileArgument, app: AppOption = None) -> N
     async def change(the_app: Any, pool: Any) -> Any:
         store = the_app.db.store
         found = await admin.find(pool, store, key)
-        return await admin.edit(pool, store, found, changes, actor=actor)
+        return await admin.edit(
+            pool,
+            store,
+            found,
+            changes,
+            actor=actor,
+            min_interval=the_app.settings.scheduler.min_interval,
+        )
 
     edited = run_with_pool(app, change)
     typer.echo(f"edited definition {edited.id} ({edited.name}), now version {edited.version}")

@@ -31,7 +31,7 @@ from tickwork.errors import ConflictError, InvalidField, NotFoundError
 from tickwork.limits import text_problem
 from tickwork.queue.admin import chart_range, check_limit
 from tickwork.queue.enqueue import insert_plan
-from tickwork.schedule.cron import CronSchedule
+from tickwork.schedule.cron import MIN_INTERVAL, CronSchedule
 
 
 def _fields(given: DefinitionIn) -> DefinitionFields:
@@ -51,12 +51,14 @@ def _fields(given: DefinitionIn) -> DefinitionFields:
     )
 
 
-def _cron(given: DefinitionIn) -> CronSchedule | None:
-    """The definition's schedule (its cron and time zone checked), if it has one."""
+def _cron(given: DefinitionIn, min_interval: float | None) -> CronSchedule | None:
+    """The definition's schedule (its cron and time zone checked, and no two fire times less
+    than ``min_interval`` seconds apart; None: a cron kept as stored), if it has one."""
     if given.cron is None:
         CronSchedule.parse("* * * * *", given.timezone)  # the zone is checked all the same
         return None
-    return CronSchedule.parse(given.cron, given.timezone)
+    cron = CronSchedule.parse(given.cron, given.timezone)
+    return cron if min_interval is None else cron.check_interval(min_interval)
 
 
 async def _schedule(
@@ -87,11 +89,17 @@ async def _schedule(
 
 
 async def create(
-    pool: AsyncConnectionPool[Any], store: Store, given: Mapping[str, Any], *, actor: str
+    pool: AsyncConnectionPool[Any],
+    store: Store,
+    given: Mapping[str, Any],
+    *,
+    actor: str,
+    min_interval: float = MIN_INTERVAL,
 ) -> Definition:
-    """Store a new definition (and its schedule, when it has a cron)."""
+    """Store a new definition (and its schedule, when it has a cron: firing no more often
+    than every ``min_interval`` seconds, ``scheduler.min_interval``)."""
     checked: DefinitionIn = parsed(DefinitionIn, given)
-    cron = _cron(checked)
+    cron = _cron(checked, min_interval)
     async with pool.connection() as conn, conn.transaction():
         row = await store.definition_create(
             conn, kind=checked.kind, fields=_fields(checked), actor=actor
@@ -178,9 +186,11 @@ async def edit(
     *,
     actor: str,
     event: str = "definition.edited",
+    min_interval: float = MIN_INTERVAL,
 ) -> Definition:
     """Change some fields; the rest stay. The next run (scheduled, run now, webhook) uses
-    the edit; runs already made keep the version they were made with."""
+    the edit; runs already made keep the version they were made with. A changed cron fires
+    no more often than every ``min_interval`` seconds."""
     given: DefinitionEditIn = parsed(DefinitionEditIn, changes)
     edits = given.model_dump(exclude_unset=True)
     if not edits:  # nothing to change: no new version, no audit event
@@ -202,7 +212,7 @@ async def edit(
             DefinitionIn,
             {k: v.model_dump() if hasattr(v, "model_dump") else v for k, v in merged.items()},
         )
-        cron = _cron(checked)
+        cron = _cron(checked, min_interval if edits.get("cron") is not None else None)
         try:
             async with conn.transaction():  # a savepoint: the name may be taken meanwhile
                 stored = await store.definition_update(

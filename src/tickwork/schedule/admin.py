@@ -17,7 +17,7 @@ from tickwork.errors import ConflictError, NotFoundError, ScheduleError
 from tickwork.queue.admin import WORKER_STALE_AFTER
 from tickwork.queue.enqueue import check_priority, check_queue, encode_args
 from tickwork.queue.options import TaskOptions
-from tickwork.schedule.cron import CronSchedule
+from tickwork.schedule.cron import MIN_INTERVAL, CronSchedule
 from tickwork.schedule.records import StoredSchedule, job_options, task_targets
 
 CheckTask = Callable[[str, Mapping[str, Any]], TaskOptions]
@@ -31,12 +31,15 @@ FIELDS = (
 
 
 def _checked(
-    definition: Mapping[str, Any], check_task: CheckTask
+    definition: Mapping[str, Any], check_task: CheckTask, min_interval: float | None
 ) -> tuple[ScheduleFields, CronSchedule]:
     """The stored fields of a definition, every field checked, with the task's registration
-    (``task_*``); and its cron schedule."""
+    (``task_*``); and its cron schedule (no two fire times less than ``min_interval`` seconds
+    apart; None: a cron kept as stored, not checked again)."""
     options = check_task(definition["task"], definition["args"])
     cron = CronSchedule.parse(definition["cron"], definition["timezone"])
+    if min_interval is not None:
+        cron.check_interval(min_interval)
     if definition["queue"] is not None:
         check_queue(definition["queue"])
     if definition["priority"] is not None:
@@ -101,10 +104,12 @@ async def create(
     *,
     check_task: CheckTask,
     actor: str,
+    min_interval: float = MIN_INTERVAL,
 ) -> StoredSchedule:
-    """Store a new schedule; its first fire time is the first after the database's now."""
+    """Store a new schedule; its first fire time is the first after the database's now.
+    ``min_interval``: seconds between two fire times at least (``scheduler.min_interval``)."""
     check_schedule_name(definition["name"])
-    fields, cron = _checked(definition, check_task)
+    fields, cron = _checked(definition, check_task, min_interval)
     async with pool.connection() as conn:
         now = await store.schedule_now(conn)
         found = await store.schedule_create(
@@ -128,8 +133,10 @@ async def edit(
     *,
     check_task: CheckTask,
     actor: str,
+    min_interval: float = MIN_INTERVAL,
 ) -> StoredSchedule:
-    """Change some fields of an operator-stored schedule."""
+    """Change some fields of an operator-stored schedule (a changed cron fires no more often
+    than every ``min_interval`` seconds)."""
     current = await get(pool, store, name)
     _not_a_definitions(current.origin, name)
     if current.origin != "api":
@@ -138,7 +145,7 @@ async def edit(
             "resume, enable, disable and trigger it)"
         )
     merged = {field: getattr(current, field) for field in FIELDS} | dict(changes)
-    fields, cron = _checked(merged, check_task)
+    fields, cron = _checked(merged, check_task, min_interval if "cron" in changes else None)
     async with pool.connection() as conn:
         now = await store.schedule_now(conn)
         found = await store.schedule_edit(

@@ -11,6 +11,10 @@ Daylight-saving rules (local wall-clock time in the schedule's zone):
   when the schedule names the hour; a schedule whose hour field is ``*`` (``*/15 * * * *``)
   keeps its real-time rhythm and fires in both passes of the repeated hour.
 Fire times are returned in UTC.
+
+How often: a schedule stored from now on may not fire more often than every
+``scheduler.min_interval`` seconds (:meth:`CronSchedule.check_interval`); the default, 1 s,
+is the finest a cron can say, and the scheduler honours it (docs/schedules.md).
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from tickwork.config import DEFAULT_SCHEDULE_MIN_INTERVAL
 from tickwork.errors import ScheduleError
 
 ALIASES = {
@@ -38,6 +43,16 @@ ALIASES = {
 
 MAX_TIMEZONE = 100
 """Characters of a time zone name at most (the longest IANA name has 32)."""
+MIN_INTERVAL = DEFAULT_SCHEDULE_MIN_INTERVAL
+"""Seconds between two fire times at least, by default: every second, the finest a cron can
+say, which the scheduler honours (a job per fire time, created within a second of it)."""
+GAP_SAMPLE = 250
+"""Fire times looked at for the shortest gap between two (from :data:`GAP_FROM`)..."""
+GAP_HORIZON = timedelta(days=800)
+"""...within this much time (a cron of a few fire times a year needs no more)."""
+GAP_FROM = datetime(2001, 1, 1)
+"""Where the look starts (wall-clock time in the schedule's zone): a fixed instant, so the
+answer is the same whenever it is asked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +92,38 @@ class CronSchedule:
         except CronSimError as exc:
             raise ScheduleError("cron", expression, f"is invalid: {exc}") from None
         return cls(text, timezone, zone, fields)
+
+    def shortest_gap(self) -> tuple[timedelta, datetime] | None:
+        """The shortest time between two consecutive fire times, and the first fire time of
+        that pair (UTC); None for a cron that fires at most once in :data:`GAP_HORIZON`. Read
+        from the first :data:`GAP_SAMPLE` fire times from :data:`GAP_FROM`: a cron's gaps
+        repeat with its minute, hour or day, so the short ones show there (a cron that fires
+        every few seconds repeats its minute well within them)."""
+        start = GAP_FROM.replace(tzinfo=self._zone).astimezone(UTC)
+        until = start + GAP_HORIZON
+        times = itertools.takewhile(lambda t: t <= until, self.iter_after(start))
+        found: tuple[timedelta, datetime] | None = None
+        for earlier, later in itertools.pairwise(itertools.islice(times, GAP_SAMPLE)):
+            if found is None or later - earlier < found[0]:
+                found = (later - earlier, earlier)
+        return found
+
+    def check_interval(self, min_interval: float = MIN_INTERVAL) -> CronSchedule:
+        """This schedule, if no two of its fire times are less than ``min_interval`` seconds
+        apart (``scheduler.min_interval``); else a :class:`ScheduleError` naming the limit."""
+        if min_interval <= MIN_INTERVAL:
+            return self  # no cron fires more often than every second
+        found = self.shortest_gap()
+        if found is not None and found[0].total_seconds() < min_interval:
+            gap, at = found
+            local = at.astimezone(self._zone).strftime("%H:%M:%S")
+            raise ScheduleError(
+                "cron",
+                self.expression,
+                f"fires {gap.total_seconds():g} s apart (from {local}); schedules fire at "
+                f"most every {min_interval:g} s (scheduler.min_interval)",
+            )
+        return self
 
     def next_after(self, instant: datetime) -> datetime:
         """The first fire time strictly after ``instant`` (time-zone aware), in UTC."""

@@ -149,6 +149,7 @@ class Worker:
         self._progress = ProgressBuffer()
         self.listening = asyncio.Event()
         """Set while the LISTEN connection is up (cleared when it drops)."""
+        self._also: dict[str, Callable[[str], None]] = {}  # more channels (also_listen)
         self._leased_at: dict[int, float] = {}
         """Execution id -> monotonic time its claim was sent, until its attempt starts."""
         self._renewer = Renewer(
@@ -663,8 +664,16 @@ class Worker:
         """Extend the leases of every in-flight attempt; react to cancels and lost leases."""
         await self._renewer.renew_once()
 
+    def also_listen(self, channel: str, on_notify: Callable[[str], None]) -> None:
+        """Listen on ``channel`` too, on the worker's one LISTEN connection (call before
+        :meth:`run`): ``on_notify(payload)`` for each notification, and ``on_notify("")``
+        each time the connection listens again (what was sent while it did not is lost)."""
+        self._also[channel] = on_notify
+
     def _on_notify(self, channel: str, payload: str) -> None:
-        if channel == self._channels[0]:
+        if channel in self._also:
+            self._also[channel](payload)
+        elif channel == self._channels[0]:
             if payload in self.queues:
                 self._wake.set()
         elif payload.startswith("cancel:"):
@@ -677,14 +686,16 @@ class Worker:
                     running.interrupt("cancel")
 
     @property
-    def _channels(self) -> tuple[str, str]:
-        return self.store.channel("jobs"), self.store.channel("control")
+    def _channels(self) -> tuple[str, ...]:
+        return self.store.channel("jobs"), self.store.channel("control"), *self._also
 
     async def _connect_listener(self) -> psycopg.AsyncConnection[Any]:
         return await self.db.connect_listener(f"tickwork-listen-{self.id}")
 
     def _on_listening(self) -> None:
         self._wake.set()  # notifications sent while disconnected are lost: claim anyway
+        for on_notify in self._also.values():
+            on_notify("")
         self.listening.set()
 
     async def _stop_background(self) -> None:

@@ -85,22 +85,29 @@ SELECT id, name FROM gone;
 -- arguments, the runtime's queue, attempts and the job timeout). Its next fire time is kept
 -- unless the cron or time zone changed or it is enabled again (then the first after now,
 -- computed by the caller): an edit never fires a run twice or skips one.
-INSERT INTO {schema}.schedules AS s
-    (name, task, args, cron, timezone, enabled, next_run_at, origin, task_queue,
-     task_priority, task_max_attempts, task_timeout)
-VALUES (%(name)s, %(task)s, %(args)s::jsonb, %(cron)s, %(timezone)s, %(enabled)s,
-        %(next_run_at)s, 'definition', %(queue)s, %(priority)s, %(max_attempts)s, %(timeout)s)
-ON CONFLICT (name) DO UPDATE
-SET task = EXCLUDED.task, args = EXCLUDED.args,
-    next_run_at = CASE
-        WHEN (s.cron, s.timezone) IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone)
-          OR (EXCLUDED.enabled AND NOT s.enabled)
-        THEN EXCLUDED.next_run_at ELSE s.next_run_at END,
-    cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, enabled = EXCLUDED.enabled,
-    task_queue = EXCLUDED.task_queue, task_priority = EXCLUDED.task_priority,
-    task_max_attempts = EXCLUDED.task_max_attempts,
-    task_timeout = EXCLUDED.task_timeout, updated_at = now()
-WHERE s.origin = 'definition';
+-- NOTIFY: wake the scheduler, which sleeps until the earliest next_run_at it knew.
+WITH written AS (
+    INSERT INTO {schema}.schedules AS s
+        (name, task, args, cron, timezone, enabled, next_run_at, origin, task_queue,
+         task_priority, task_max_attempts, task_timeout)
+    VALUES (%(name)s, %(task)s, %(args)s::jsonb, %(cron)s, %(timezone)s, %(enabled)s,
+            %(next_run_at)s, 'definition', %(queue)s, %(priority)s, %(max_attempts)s, %(timeout)s)
+    ON CONFLICT (name) DO UPDATE
+    SET task = EXCLUDED.task, args = EXCLUDED.args,
+        next_run_at = CASE
+            WHEN (s.cron, s.timezone) IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone)
+              OR (EXCLUDED.enabled AND NOT s.enabled)
+            THEN EXCLUDED.next_run_at ELSE s.next_run_at END,
+        cron = EXCLUDED.cron, timezone = EXCLUDED.timezone, enabled = EXCLUDED.enabled,
+        task_queue = EXCLUDED.task_queue, task_priority = EXCLUDED.task_priority,
+        task_max_attempts = EXCLUDED.task_max_attempts,
+        task_timeout = EXCLUDED.task_timeout, updated_at = now()
+    WHERE s.origin = 'definition'
+    RETURNING s.name
+), notify AS (
+    SELECT pg_notify('{schema}.schedules', w.name) FROM written w
+)
+SELECT count(*) AS notified FROM notify;
 
 -- name: definition_schedule_drop
 -- A definition whose cron was removed has no schedule row.

@@ -7,32 +7,38 @@
 -- task_*: what the jobs take from the task's registration, for a lease holder without it.
 -- defined_by: the defining worker joins the live workers already recorded; ids of workers
 -- stopped or not seen for %(stale_after)s seconds are dropped (see schedule_delete).
-INSERT INTO {schema}.schedules AS s
-    (name, task, args, cron, timezone, queue, priority, misfire, misfire_limit, overlap,
-     next_run_at, origin, task_queue, task_priority, task_max_attempts, task_timeout,
-     defined_by)
-VALUES (%(name)s, %(task)s, %(args)s::jsonb, %(cron)s, %(timezone)s, %(queue)s, %(priority)s,
-        %(misfire)s, %(misfire_limit)s, %(overlap)s, %(next_run_at)s, %(origin)s,
-        %(task_queue)s, %(task_priority)s, %(task_max_attempts)s, %(task_timeout)s,
-        %(defined_by)s::uuid[])
-ON CONFLICT (name) DO UPDATE
-SET task = EXCLUDED.task, args = EXCLUDED.args, queue = EXCLUDED.queue,
-    priority = EXCLUDED.priority, misfire = EXCLUDED.misfire,
-    misfire_limit = EXCLUDED.misfire_limit, overlap = EXCLUDED.overlap,
-    next_run_at = CASE
-        WHEN (s.cron, s.timezone) IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone)
-        THEN EXCLUDED.next_run_at ELSE s.next_run_at END,
-    cron = EXCLUDED.cron, timezone = EXCLUDED.timezone,
-    task_queue = EXCLUDED.task_queue, task_priority = EXCLUDED.task_priority,
-    task_max_attempts = EXCLUDED.task_max_attempts, task_timeout = EXCLUDED.task_timeout,
-    defined_by = ARRAY(
-        SELECT DISTINCT d FROM unnest(s.defined_by || EXCLUDED.defined_by) AS d
-        WHERE d = ANY(EXCLUDED.defined_by) OR EXISTS (
-            SELECT 1 FROM {schema}.workers w
-            WHERE w.id = d AND w.stopped_at IS NULL
-              AND w.last_seen_at >= now() - make_interval(secs => %(stale_after)s))),
-    updated_at = now()
-RETURNING *;
+-- NOTIFY: the scheduler sleeps until the earliest next_run_at it knew; wake it to look again.
+WITH written AS (
+    INSERT INTO {schema}.schedules AS s
+        (name, task, args, cron, timezone, queue, priority, misfire, misfire_limit, overlap,
+         next_run_at, origin, task_queue, task_priority, task_max_attempts, task_timeout,
+         defined_by)
+    VALUES (%(name)s, %(task)s, %(args)s::jsonb, %(cron)s, %(timezone)s, %(queue)s, %(priority)s,
+            %(misfire)s, %(misfire_limit)s, %(overlap)s, %(next_run_at)s, %(origin)s,
+            %(task_queue)s, %(task_priority)s, %(task_max_attempts)s, %(task_timeout)s,
+            %(defined_by)s::uuid[])
+    ON CONFLICT (name) DO UPDATE
+    SET task = EXCLUDED.task, args = EXCLUDED.args, queue = EXCLUDED.queue,
+        priority = EXCLUDED.priority, misfire = EXCLUDED.misfire,
+        misfire_limit = EXCLUDED.misfire_limit, overlap = EXCLUDED.overlap,
+        next_run_at = CASE
+            WHEN (s.cron, s.timezone) IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.timezone)
+            THEN EXCLUDED.next_run_at ELSE s.next_run_at END,
+        cron = EXCLUDED.cron, timezone = EXCLUDED.timezone,
+        task_queue = EXCLUDED.task_queue, task_priority = EXCLUDED.task_priority,
+        task_max_attempts = EXCLUDED.task_max_attempts, task_timeout = EXCLUDED.task_timeout,
+        defined_by = ARRAY(
+            SELECT DISTINCT d FROM unnest(s.defined_by || EXCLUDED.defined_by) AS d
+            WHERE d = ANY(EXCLUDED.defined_by) OR EXISTS (
+                SELECT 1 FROM {schema}.workers w
+                WHERE w.id = d AND w.stopped_at IS NULL
+                  AND w.last_seen_at >= now() - make_interval(secs => %(stale_after)s))),
+        updated_at = now()
+    RETURNING *
+), notify AS (
+    SELECT pg_notify('{schema}.schedules', w.name) FROM written w
+)
+SELECT *, (SELECT count(*) FROM notify) AS notified FROM written;
 
 -- name: schedule_retarget
 -- Operator-stored schedules of the tasks a starting process registers take the tasks'
@@ -50,6 +56,15 @@ WHERE s.task = t.task AND s.origin = 'api'
 
 -- name: schedule_now
 SELECT now() AS now;
+
+-- name: schedule_next_due
+-- When the scheduler's next pass is due: the earliest next fire time of the schedules it
+-- would fire, and the database's clock to measure the wait against (the scheduler sleeps
+-- until then, bounded by its tick). Schedules whose stored definition does not parse are
+-- left out (%(invalid)s): they stay due without ever firing.
+SELECT min(next_run_at) AS next_run_at, clock_timestamp() AS db_now
+FROM {schema}.schedules
+WHERE enabled AND NOT paused AND id <> ALL(%(invalid)s::bigint[]);
 
 -- name: schedule_due_lock
 -- Due schedules, locked for this tick; SKIP LOCKED: another scheduler's tick takes the rest.
@@ -109,8 +124,10 @@ WITH changed AS (
     SELECT %(actor)s, CASE WHEN c.paused THEN 'schedule.paused' ELSE 'schedule.resumed' END,
            'schedule', c.name, '{}'::jsonb
     FROM changed c
+), notify AS (  -- wake the scheduler: this may be due before its planned wake-up
+    SELECT pg_notify('{schema}.schedules', c.name) FROM changed c
 )
-SELECT * FROM changed;
+SELECT *, (SELECT count(*) FROM notify) AS notified FROM changed;
 
 -- name: schedule_trigger
 -- Run a schedule now, outside its cron: one job, its fire time the database's now.
@@ -146,8 +163,10 @@ WITH changed AS (
     SELECT %(actor)s, CASE WHEN c.enabled THEN 'schedule.enabled' ELSE 'schedule.disabled' END,
            'schedule', c.name, '{}'::jsonb
     FROM changed c
+), notify AS (  -- wake the scheduler: this may be due before its planned wake-up
+    SELECT pg_notify('{schema}.schedules', c.name) FROM changed c
 )
-SELECT * FROM changed;
+SELECT *, (SELECT count(*) FROM notify) AS notified FROM changed;
 
 -- name: schedule_create
 -- A schedule stored by an operator (origin "api"); a name already taken answers no row.
@@ -168,8 +187,10 @@ WITH created AS (
     SELECT %(actor)s, 'schedule.created', 'schedule', c.name,
            jsonb_build_object('task', c.task, 'cron', c.cron, 'timezone', c.timezone)
     FROM created c
+), notify AS (  -- wake the scheduler: this may be due before its planned wake-up
+    SELECT pg_notify('{schema}.schedules', c.name) FROM created c
 )
-SELECT * FROM created;
+SELECT *, (SELECT count(*) FROM notify) AS notified FROM created;
 
 -- name: schedule_edit
 -- Replace an operator-stored schedule's definition (the caller merged the changes). Only
@@ -192,8 +213,10 @@ WITH edited AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
     SELECT %(actor)s, 'schedule.edited', 'schedule', e.name, %(changes)s::jsonb
     FROM edited e
+), notify AS (  -- wake the scheduler: this may be due before its planned wake-up
+    SELECT pg_notify('{schema}.schedules', c.name) FROM edited c
 )
-SELECT * FROM edited;
+SELECT *, (SELECT count(*) FROM notify) AS notified FROM edited;
 
 -- name: schedule_delete
 -- Delete a schedule; jobs it made stay, with their schedule_id, as history. An

@@ -100,6 +100,14 @@ class ScheduleStatements(Runner):
         now: datetime = (await self._rows(conn, "schedule_now", {}))[0]["now"]
         return now
 
+    async def schedule_next_due(
+        self, conn: AsyncConn, *, invalid: Sequence[int] = ()
+    ) -> tuple[datetime | None, datetime]:
+        """The earliest next fire time of the schedules the scheduler fires (None: none),
+        leaving out the ids ``invalid``, and the database's clock."""
+        row = (await self._rows(conn, "schedule_next_due", {"invalid": list(invalid)}))[0]
+        return row["next_run_at"], row["db_now"]
+
     async def schedule_due_lock(self, conn: AsyncConn, *, limit: int) -> list[Row]:
         """Lock up to ``limit`` due schedules (enabled, not paused), skipping those another
         tick holds; their rows, each with ``db_now``, earliest due first."""
