@@ -21,6 +21,7 @@ import pytest
 
 from tickwork import App, ExecutionState, JobState
 
+from ..figures import record
 from .support import HANG_GUARD, free_port, tickwork, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -32,6 +33,8 @@ LONG_JOB = 60.0
 EXIT_GUARD = 15.0
 """Longest the process may take to exit after the second signal. Not a timing assertion (it
 only stops a broken run); what it takes is a figure in docs/reliability.md."""
+
+CHECK = "a second SIGTERM with a 60 s job in flight (grace 25 s)"
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 
@@ -159,12 +162,14 @@ def test_a_second_sigterm_releases_the_running_job_and_exits_now(
     job = tasks.enqueue(task, {"seconds": LONG_JOB})
     wait_for(lambda: running(sql, job.id), "the job to be RUNNING")
 
-    stop_twice(proc)
+    took = stop_twice(proc)
 
     log = proc.log()
     assert_released(tasks, job.id, log)
     sync_left = "exiting with sync handlers still running handlers=1" in log
     assert sync_left is (task == "e2e.sleep_sync"), log
+    kind = "sync" if task == "e2e.sleep_sync" else "async"
+    record("reliability", CHECK, f"seconds to exit: {command}, {kind} handler", round(took, 2))
 
 
 def test_a_second_sigterm_releases_a_script_run_in_serves_runtime_executor(
@@ -195,6 +200,7 @@ def test_a_second_sigterm_releases_a_script_run_in_serves_runtime_executor(
     job_id = int(ran.stdout.split()[2])
     wait_for(lambda: running(sql, job_id), "the script run to be RUNNING")
 
-    stop_twice(proc)
+    took = stop_twice(proc)
 
     assert_released(tasks, job_id, proc.log())
+    record("reliability", CHECK, "seconds to exit: serve, bash script run", round(took, 2))
