@@ -25,6 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = [
     "tests/e2e/test_processes.py",
+    "tests/e2e/test_stop_now.py",
     "tests/e2e/test_schedule_failover.py",
     "tests/e2e/test_soak.py",
     "tests/e2e/test_outage_drain.py",

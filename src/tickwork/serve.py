@@ -4,7 +4,8 @@ Roles choose what runs: ``api`` (the REST API), ``executor`` (claims and runs jo
 ``scheduler``, ``watchdog``, ``retention`` and ``signals`` (the signal processor and the
 sweeps, behind the SIGNAL_MASTER and SWEEP_MASTER leases). Singletons are gated by leases
 in the database and everything they do is idempotent, so any number of ``serve``
-processes may share one database. SIGTERM (or SIGINT) stops the API, drains the executor and exits.
+processes may share one database. SIGTERM (or SIGINT) stops the API, drains the executor and
+exits; a second one skips the grace period (in-flight attempts are released at once).
 
 The API's address is bound before anything else starts: when it cannot be (another process
 listens on the port), ``serve`` says so in one line and exits with :data:`EXIT_CANNOT_LISTEN`,
@@ -195,9 +196,13 @@ async def _serve(
         signals += 1
         log.info("stop requested", extra={"signal": signal.Signals(signum).name})
         stop.set()
-        if signals > 1:  # a second signal skips the grace period
+        if signals > 1:  # a second signal skips the grace period and the open requests
             services.request_stop(immediate=True)
+            if server is not None:
+                server.force_exit = True
 
+    server: _Server | None = None
+    sessions: asyncio.Task[None] | None = None
     handle_stop_signals(loop, on_signal)
 
     running: list[asyncio.Task[None]] = [
@@ -205,7 +210,6 @@ async def _serve(
     ]
     background_stop = asyncio.Event()
 
-    server = None
     held = contextlib.AsyncExitStack()
     if sock is not None:
         from tickwork.api import create_api, create_webhook_api
@@ -216,7 +220,8 @@ async def _serve(
             pool, app.db.store, app.settings.auth, connect_listener=app.db.connect_listener
         )
         await auth.start()
-        running.append(asyncio.create_task(auth.watch_sessions(background_stop), name="sessions"))
+        sessions = asyncio.create_task(auth.watch_sessions(background_stop), name="sessions")
+        running.append(sessions)
         if "api" in options.roles:  # a webhook or MCP process makes no users
             admin_password = app.settings.auth.admin_password
             boot = await auth.bootstrap_admin(
@@ -282,6 +287,8 @@ async def _serve(
         server.should_exit = True
     services.request_stop()
     background_stop.set()
+    if sessions is not None:  # it holds nothing to finish: not waited for (it polls each 1 s)
+        sessions.cancel()
     await asyncio.gather(*running, return_exceptions=True)
     await held.aclose()
     stopper.cancel()

@@ -4,7 +4,7 @@ one signal per key per debounce window, no caller ever sees an error."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import psycopg
@@ -14,7 +14,10 @@ from tickwork import App
 
 from ..figures import record, scale
 
-ENQUEUERS = 50
+ENQUEUERS = scale(20, 50)
+"""Callers racing for one unique key, each on a connection of its own. The short version
+(every CI run) holds 20: with 50, two test runs at once on one server (max_connections
+100) took more than it has, and other tests failed with "too many clients already"."""
 PRODUCERS = 20
 EMITS_PER_PRODUCER = scale(10, 200)
 KEYS = 3
@@ -22,13 +25,20 @@ HANG_GUARD = 120.0  # not a timing assertion: only stops a broken test from hang
 
 
 @pytest.fixture
-async def connections(database_url: str) -> AsyncIterator[list[psycopg.AsyncConnection[Any]]]:
-    opened = [
-        await psycopg.AsyncConnection.connect(database_url)
-        for _ in range(max(ENQUEUERS, PRODUCERS))
-    ]
+async def connect(
+    database_url: str,
+) -> AsyncIterator[Callable[[int], Awaitable[list[psycopg.AsyncConnection[Any]]]]]:
+    """``await connect(n)``: ``n`` connections of their own (only as many as the test needs),
+    closed at the end."""
+    opened: list[psycopg.AsyncConnection[Any]] = []
+
+    async def open_n(n: int) -> list[psycopg.AsyncConnection[Any]]:
+        for _ in range(n):
+            opened.append(await psycopg.AsyncConnection.connect(database_url))
+        return opened[-n:]
+
     try:
-        yield opened
+        yield open_n
     finally:
         for conn in opened:
             await conn.close()
@@ -47,7 +57,7 @@ async def all_at_once(calls: list[Any]) -> list[Any]:
 
 
 async def test_fifty_concurrent_enqueues_of_one_unique_key_store_one_job(
-    app: App, connections: list[psycopg.AsyncConnection[Any]], sql: Any
+    app: App, connect: Any, sql: Any
 ) -> None:
     @app.task(name="tests.once")
     def once() -> None: ...
@@ -59,14 +69,14 @@ async def test_fifty_concurrent_enqueues_of_one_unique_key_store_one_job(
 
         return call
 
-    answers = await all_at_once([enqueue(conn) for conn in connections[:ENQUEUERS]])
+    answers = await all_at_once([enqueue(conn) for conn in await connect(ENQUEUERS)])
     errors = [a for a in answers if isinstance(a, BaseException)]
     assert errors == []
     [(stored,)] = sql.execute("SELECT count(*) FROM jobs WHERE unique_key = 'welcome:42'")
     assert stored == 1
     assert len({job.id for job in answers}) == 1
     assert sum(not job.duplicate for job in answers) == 1
-    check = "50 concurrent enqueues of one unique key"
+    check = f"{ENQUEUERS} concurrent enqueues of one unique key"
     record("reliability", check, "enqueues", ENQUEUERS)
     record("reliability", check, "rows stored", stored)
     record("reliability", check, "caller errors", len(errors))
@@ -76,7 +86,7 @@ async def test_twenty_producers_in_one_window_make_one_signal_per_key(
     database_url: str,
     schema: str,
     clean: None,
-    connections: list[psycopg.AsyncConnection[Any]],
+    connect: Any,
     sql: Any,
 ) -> None:
     app = App(
@@ -101,7 +111,7 @@ async def test_twenty_producers_in_one_window_make_one_signal_per_key(
             return call
 
         answers = await all_at_once(
-            [producer(conn, n) for n, conn in enumerate(connections[:PRODUCERS])]
+            [producer(conn, n) for n, conn in enumerate(await connect(PRODUCERS))]
         )
     finally:
         await app.aclose()

@@ -458,10 +458,15 @@ async def test_a_memory_hog_is_stopped_by_its_limit(runner: App) -> None:
 async def test_a_fork_bomb_is_stopped_by_its_limits(
     database_url: str, schema: str, clean: None
 ) -> None:
+    # RLIMIT_NPROC counts every process of the user, on the whole machine: with the shared
+    # script user, another test run's scripts (its own fork bomb above all) filled the 64
+    # and the run failed to start (`timeout` could not fork: exit 125) or to go on. A user
+    # of this run's own (a uid no other running pytest can pick: it holds the pid) counts
+    # the bomb's processes alone.
     bombed = App(
         database_url=database_url,
         schema=schema,
-        runtimes={"scripts": {"processes": 64, "kill_grace": 0.5}},
+        runtimes={"scripts": {"processes": 64, "kill_grace": 0.5, "uid": 1_000_000 + os.getpid()}},
     )
     try:
         found = await define(

@@ -335,6 +335,69 @@ async def test_stop_waits_for_attempts_that_finish_within_the_grace_period(
     assert done.state is JobState.SUCCEEDED and done.result == "finished"
 
 
+async def test_a_second_stop_request_ends_the_grace_period_already_begun(
+    app: App, background: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "tickwork.worker")
+    started = asyncio.Event()
+    waiting = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    class DrainWaits(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage() == "waiting for in-flight attempts":
+                loop.call_soon_threadsafe(waiting.set)
+
+    @app.task
+    async def endless() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    job = await endless.defer_async()
+    watcher = DrainWaits()
+    logging.getLogger("tickwork.worker").addHandler(watcher)
+    try:
+        async with background(app, shutdown_grace=600.0) as (worker, outcomes):
+            await asyncio.wait_for(started.wait(), outcomes.HANG_GUARD)
+            worker.request_stop()  # the drain waits out its 600 s ...
+            await asyncio.wait_for(waiting.wait(), outcomes.HANG_GUARD)
+            worker.request_stop(immediate=True)  # ... until this; background's guard is 60 s
+    finally:
+        logging.getLogger("tickwork.worker").removeHandler(watcher)
+    back = app.get_job(job.id)
+    assert (back.state, back.attempts) == (JobState.PENDING, 0)
+    assert [e.state for e in app.list_executions(job.id)] == [ExecutionState.RELEASED]
+
+
+async def test_a_released_sync_handler_that_returns_later_changes_nothing(
+    app: App, background: Any
+) -> None:
+    started = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    go_on, returned = threading.Event(), threading.Event()
+
+    @app.task
+    def blocked() -> str:
+        loop.call_soon_threadsafe(started.set)
+        try:
+            go_on.wait(60)
+            return "late"
+        finally:
+            returned.set()
+
+    job = blocked.defer()
+    async with background(app, shutdown_grace=600.0) as (worker, outcomes):
+        await asyncio.wait_for(started.wait(), outcomes.HANG_GUARD)
+        worker.request_stop(immediate=True)
+    # the worker stopped without joining the thread: its handler still runs
+    assert worker.handlers_running == 1 and not returned.is_set()
+    go_on.set()
+    assert await asyncio.to_thread(returned.wait, outcomes.HANG_GUARD)
+    back = app.get_job(job.id)
+    assert (back.state, back.attempts, back.result) == (JobState.PENDING, 0, None)
+    assert [e.state for e in app.list_executions(job.id)] == [ExecutionState.RELEASED]
+
+
 async def test_a_pass_that_drops_its_cancellation_does_not_hold_shutdown(
     app: App, monkeypatch: pytest.MonkeyPatch
 ) -> None:

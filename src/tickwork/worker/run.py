@@ -60,7 +60,7 @@ def run_blocking(
 ) -> None:
     """Run the services host that ``start`` builds until SIGTERM/SIGINT, then ``close``. The
     first signal drains gracefully (in-flight attempts get the grace period, the rest are
-    released to PENDING); a second one skips the grace period."""
+    released to PENDING); a second one ends the grace period, even one already begun."""
     started: list[ServiceHost] = []
     try:
         asyncio.run(_main(start, close, started))
@@ -73,8 +73,10 @@ def run_blocking(
 def exit_past_running_handlers(worker: Worker) -> None:
     """Once ``worker`` has stopped: if a sync handler is still running, end the process now
     (its attempt was already released, and a thread cannot be interrupted), after stopping
-    the embedded PostgreSQL it may have started, which ``os._exit`` would leave running. With
-    no handler running, return: the process exits normally."""
+    the embedded PostgreSQL it may have started, which ``os._exit`` would leave running. The
+    thread ends with the process, mid-call: no ``finally`` of the handler runs. (Without this
+    the interpreter would join the pool's threads at exit: it would wait for the handler.)
+    With no handler running, return: the process exits normally."""
     running = worker.handlers_running
     if not running:
         return

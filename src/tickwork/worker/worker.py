@@ -135,6 +135,7 @@ class Worker:
         self._threads: HandlerThreads | None = None
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
+        self._hurry = asyncio.Event()  # a second stop request: the grace period ends now
         self._drained = asyncio.Event()  # shutdown past the drain: the lease loops end
         self._background: list[asyncio.Task[None]] = []
         self._capacity_bound = False  # the last claim came back full: the queue may hold more
@@ -277,9 +278,11 @@ class Worker:
         log.info("worker stopped", extra={"worker_id": str(self.id)})
 
     def request_stop(self, *, immediate: bool = False) -> None:
-        """Stop claiming; in-flight attempts get the grace period (none if ``immediate``)."""
-        if immediate:
-            self.settings = self.settings.model_copy(update={"shutdown_grace": 0.0})
+        """Stop claiming; in-flight attempts get the grace period (none if ``immediate``,
+        which also ends a grace period already begun: they are released at once)."""
+        if immediate and not self._hurry.is_set():
+            self._hurry.set()  # wakes a drain waiting out its grace period
+            log.info("grace period skipped", extra={"in_flight": len(self._inflight)})
         self._stop.set()
         self._wake.set()
 
@@ -724,12 +727,12 @@ class Worker:
     async def _drain(self) -> None:
         """Let in-flight attempts finish within the grace period, then release the rest."""
         runners = [r.runner for r in self._inflight.values() if r.runner is not None]
-        if runners:
+        if runners and not self._hurry.is_set():
             log.info(
                 "waiting for in-flight attempts",
                 extra={"in_flight": len(runners), "grace": self.settings.shutdown_grace},
             )
-            await asyncio.wait(runners, timeout=max(self.settings.shutdown_grace, 0.001))
+            await self._grace(runners)
         # The attempts that finished are recorded, not released; a database that is down
         # does not hold shutdown past the settle time (unwritten attempts are reclaimed).
         await self._completer.flush(timeout=SHUTDOWN_SETTLE_TIMEOUT)
@@ -760,9 +763,28 @@ class Worker:
             if running.runner is not None and not running.runner.done():
                 running.runner.cancel()
         log.warning(
-            "released unfinished attempts at shutdown",
-            extra={"released": len(released), "in_flight": len(ids)},
+            "released in-flight attempts at shutdown",
+            extra={
+                "released": len(released),
+                "in_flight": len(ids),
+                "grace_skipped": self._hurry.is_set(),
+            },
         )
+
+    async def _grace(self, runners: list[asyncio.Task[None]]) -> None:
+        """Wait until ``runners`` have all ended, the grace period is over, or a second stop
+        request (:meth:`request_stop` ``immediate``) ends it now."""
+        all_ended = asyncio.ensure_future(asyncio.wait(runners))  # waits; never cancels them
+        hurried = asyncio.ensure_future(self._hurry.wait())
+        try:
+            await asyncio.wait(
+                [all_ended, hurried],
+                timeout=max(self.settings.shutdown_grace, 0.001),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            all_ended.cancel()
+            hurried.cancel()
 
     # -- database -----------------------------------------------------------------------
 
