@@ -26,7 +26,11 @@ WATCHED = timedelta(seconds=62)
 """How long the fire times are watched: a minute of them."""
 ON_TIME = timedelta(seconds=1)
 """A scheduled job is created within this of its fire time (the guarantee of
-docs/schedules.md)."""
+docs/schedules.md, shown by the figures this test records, not asserted: a test holds no
+timing threshold a loaded machine could cross)."""
+WOKEN = timedelta(seconds=10)
+"""What the test asserts instead: far under the 30 s tick, so a scheduler that waits for its
+tick instead of waking at the fire time fails it."""
 
 
 def jobs_of(sql: psycopg.Connection[Any], schedule: str) -> list[tuple[datetime, datetime]]:
@@ -92,9 +96,9 @@ def test_every_fire_time_gets_one_job_when_it_comes_due(
         assert set(expected) <= set(fired), (name, sorted(set(expected) - set(fired)))
         late = {fire: created - fire for fire, created in rows}
         # once the process has started (its first seconds build the API and start every
-        # service), each job is created within a second of its fire time
+        # service), each job is created when its fire time comes, not at the next tick
         started = [fire for fire in fired if fire > start]
-        assert all(timedelta(0) <= late[fire] < ON_TIME for fire in started), (name, late)
+        assert all(timedelta(0) <= late[fire] < WOKEN for fire in started), (name, late)
         lateness += [d.total_seconds() for d in late.values()]
         steady += [late[fire].total_seconds() for fire in started]
     first_runs = jobs_of(sql, definition)
@@ -102,11 +106,13 @@ def test_every_fire_time_gets_one_job_when_it_comes_due(
     check = "schedules at the default tick: a job per fire time, created when it comes due"
     for what, figures in [("all jobs", lateness), ("once started", steady)]:
         p50, worst = statistics.median(figures), max(figures)
+        on_time = sum(1 for f in figures if f < ON_TIME.total_seconds())
         print(f"{what}: {len(figures)} jobs, created after the fire time p50 "
               f"{p50 * 1000:.1f} ms, max {worst * 1000:.1f} ms")  # fmt: skip
         record("reliability", check, f"jobs ({what})", len(figures))
         record("reliability", check, f"creation lateness p50 (ms, {what})", round(p50 * 1000, 1))
         record("reliability", check, f"creation lateness max (ms, {what})", round(worst * 1000, 1))
+        record("reliability", check, f"created within 1 s ({what})", on_time)
 
 
 def test_the_cli_refuses_a_cron_finer_than_the_limit(
