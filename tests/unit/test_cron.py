@@ -337,3 +337,12 @@ def by_hand(
             sprung = first.astimezone(tz).replace(tzinfo=None) != wall
             fires.add(transition if sprung else first)
     return sorted(t for t in fires if after < t <= until)
+
+
+def test_the_dashboard_cron_help_names_every_alias() -> None:
+    """The cron field's help (ui/src/components/CronField.tsx) lists the aliases by hand."""
+    from pathlib import Path
+
+    field = Path(__file__).parents[2] / "ui" / "src" / "components" / "CronField.tsx"
+    help_text = field.read_text()
+    assert [alias for alias in ALIASES if alias not in help_text] == []
