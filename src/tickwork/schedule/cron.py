@@ -146,20 +146,29 @@ class CronSchedule:
         """Fire times strictly after ``instant``, in order, in UTC (endless)."""
         if instant.tzinfo is None:
             raise ScheduleError("instant", instant, "must be time-zone aware")
-        # Walk naive wall-clock times (cronsim sees no DST), place each in the zone, and keep
-        # what is later than the last instant: that drops the wall times of a repeated hour
-        # already fired in its first pass (from the second pass), and all but one of a gap's.
-        # When the clock falls back by ``shift`` within ``shift`` of ``instant``, the walk
-        # starts that much earlier: the second pass's wall times, before ``instant``'s own,
-        # are still to come.
-        offset = _offset(instant, self._zone)
-        shift = offset - _offset(instant + SHIFT_BOUND, self._zone)
-        if shift > ZERO and _offset(instant + shift, self._zone) < offset:
-            offset -= shift
-        walls = CronSim(self._fields, (instant.astimezone(UTC) + offset).replace(tzinfo=None))
-        places = (
-            _wall_clock(walls, self._zone) if self._wall_clock else _real_time(walls, self._zone)
-        )
+        # Walk naive wall-clock times (cronsim sees no DST) and place each in the zone: its
+        # first occurrence (fold=0) and, on the real-time rule, its second (fold=1) as a
+        # second walk, merged. Each walk starts at ``instant``'s wall time, or where its
+        # readings pass ``instant`` when the clock falls back nearby. A gap's wall times all
+        # land on its end, kept once by keeping only what is later than the last instant.
+        zone, wall = self._zone, instant.astimezone(self._zone).replace(tzinfo=None)
+        first_from = second_from = wall
+        fall_back = _fall_back_near(instant, zone)
+        if fall_back is not None:
+            at, shift = fall_back
+            repeat_from = at.astimezone(zone).replace(tzinfo=None) - timedelta(seconds=1)
+            if at <= instant:  # the first pass is over: on from the end of the repeated time
+                first_from = max(wall, repeat_from + shift)
+            else:  # the second pass is still to come, from its start
+                second_from = min(wall, repeat_from)
+        places: Iterator[datetime]
+        if self._wall_clock:
+            places = (_first(w, zone) for w in CronSim(self._fields, first_from))
+        else:
+            places = heapq.merge(
+                _reading(CronSim(self._fields, first_from), zone, 0),
+                _reading(CronSim(self._fields, second_from), zone, 1),
+            )
         last = instant
         for fire in places:
             if fire > last:
@@ -173,34 +182,42 @@ class CronSchedule:
 
 ZERO = timedelta(0)
 SHIFT_BOUND = timedelta(hours=3)
-"""More than any clock change (the largest are 2 h), less than any time between two."""
+"""More than any clock change (the largest are 2 h), less than half the time between two."""
 
 
 def _offset(instant: datetime, zone: ZoneInfo) -> timedelta:
     return instant.astimezone(zone).utcoffset() or ZERO
 
 
-def _wall_clock(walls: Iterator[datetime], zone: ZoneInfo) -> Iterator[datetime]:
-    """Each wall-clock time at its first occurrence, or at the end of the gap it falls in."""
-    for wall in walls:
-        first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
-        yield first if _exists(first, wall, zone) else _gap_end(wall, zone)
+def _fall_back_near(instant: datetime, zone: ZoneInfo) -> tuple[datetime, timedelta] | None:
+    """The instant the clock falls back within :data:`SHIFT_BOUND` of ``instant``, either
+    side, and by how much; None if it does not."""
+    early, late = instant - SHIFT_BOUND, instant + SHIFT_BOUND
+    before, after = _offset(early, zone), _offset(late, zone)
+    if after >= before:
+        return None
+    while late - early > timedelta(seconds=1):  # to the first second on the later offset
+        middle = early + timedelta(seconds=(late - early).total_seconds() // 2)
+        if _offset(middle, zone) < before:
+            late = middle
+        else:
+            early = middle
+    return late, before - after
 
 
-def _real_time(walls: Iterator[datetime], zone: ZoneInfo) -> Iterator[datetime]:
-    """Every occurrence of each wall-clock time (two in a repeated hour, none in a gap), in
-    order. A second pass's instants come after later wall times' first-pass ones, so they
-    wait until the walk is past them: no later wall time happens before the earlier reading
-    of the current one."""
-    pending: list[datetime] = []
+def _first(wall: datetime, zone: ZoneInfo) -> datetime:
+    """A wall-clock time at its first occurrence, or at the end of the gap it falls in."""
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    return first if _exists(first, wall, zone) else _gap_end(wall, zone)
+
+
+def _reading(walls: Iterator[datetime], zone: ZoneInfo, fold: int) -> Iterator[datetime]:
+    """The wall-clock times that exist, each at its first (``fold`` 0) or last (1)
+    occurrence: in order either way."""
     for wall in walls:
-        readings = {wall.replace(tzinfo=zone, fold=fold).astimezone(UTC) for fold in (0, 1)}
-        for instant in readings:
-            if _exists(instant, wall, zone):
-                heapq.heappush(pending, instant)
-        floor = min(readings)
-        while pending and pending[0] < floor:
-            yield heapq.heappop(pending)
+        instant = wall.replace(tzinfo=zone, fold=fold).astimezone(UTC)
+        if _exists(instant, wall, zone):
+            yield instant
 
 
 def _exists(instant: datetime, wall: datetime, zone: ZoneInfo) -> bool:
