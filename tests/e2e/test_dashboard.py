@@ -368,7 +368,9 @@ def test_an_administrator_works_every_page(browser: Browser, served: str, app: A
     form.get_by_label("Name").fill("nightly-hello")
     form.get_by_label("Task").fill("ui.ok")
     cron = form.get_by_label("Cron (5 fields, or 6 with seconds first)")
-    expect(cron).to_have_accessible_description(re.compile("minute hour day month weekday"))
+    expect(cron).to_have_accessible_description(
+        re.compile(r"minute hour day month weekday.*@hourly.*scheduler\.min_interval")
+    )
     cron.fill("0 3 * * *")
     form.get_by_label("Time zone").fill("Europe/Paris")
     form.get_by_label("Arguments (JSON)").fill("{nope")

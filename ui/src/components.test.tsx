@@ -73,7 +73,7 @@ describe("Pager", () => {
 });
 
 describe("CronField", () => {
-  it("says it takes 5 fields or 6 with seconds first, and describes them", () => {
+  it("says it takes 5 fields, 6 with seconds first or an alias, and the limit", () => {
     render(<CronField required defaultValue="30 */5 * * * *" />);
     const input = screen.getByLabelText(CRON_LABEL);
     expect(CRON_LABEL).toBe("Cron (5 fields, or 6 with seconds first)");
@@ -83,6 +83,13 @@ describe("CronField", () => {
     const help = document.getElementById(input.getAttribute("aria-describedby") ?? "");
     expect(help?.textContent).toContain("minute hour day month weekday");
     expect(help?.textContent).toContain("seconds first");
+    const aliases = ["@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually"];
+    for (const alias of aliases) {
+      expect(help?.textContent).toContain(alias);
+    }
+    expect(help?.textContent).toContain("time zone");
+    expect(help?.textContent).toContain("at most one fire time per second");
+    expect(help?.textContent).toContain("scheduler.min_interval");
   });
 
   it("says what an empty field means where it may be empty", () => {

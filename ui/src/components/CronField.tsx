@@ -1,11 +1,14 @@
 // The cron input of the schedule and definition forms: what it takes, said once. The server
-// takes 5 fields (minute hour day month weekday) or 6 with seconds first, and refuses others
-// naming the field.
+// takes 5 fields (minute hour day month weekday), 6 with seconds first, or an alias (its
+// schedule/cron.py ALIASES), read in the form's time zone, and refuses others naming the field.
 import { useId } from "react";
 
 export const CRON_LABEL = "Cron (5 fields, or 6 with seconds first)";
 export const CRON_HELP =
-  "minute hour day month weekday, e.g. */5 * * * *; or seconds first: 30 */5 * * * *";
+  "minute hour day month weekday (e.g. */5 * * * *), or seconds first (30 */5 * * * *), or " +
+  "@hourly, @daily (@midnight), @weekly, @monthly, @yearly (@annually); in the schedule's " +
+  "time zone; at most one fire time per second (the server's scheduler.min_interval may set " +
+  "a longer minimum)";
 
 export function CronField({
   empty,
