@@ -1,4 +1,5 @@
-"""Test database: TICKWORK_TEST_DATABASE_URL when set, else an embedded server of our own.
+"""Test database: TICKWORK_TEST_DATABASE_URL when set, else an embedded server of our own
+(reached over its Unix socket as a user's is; ``tcp_database_url`` reaches it over TCP).
 
 Each test session migrates a fresh schema of its own (so runs never share state) and drops
 it at the end; each test starts from empty tables.
@@ -14,6 +15,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ import psycopg
 import pytest
 
 from tickwork import App, Outcome, Worker
+
+from .integration.tcp_proxy import tcp_target
 
 TABLES = (
     "audit_events",
@@ -52,16 +56,43 @@ TABLES = (
 )
 
 
+@dataclass(frozen=True)
+class SessionDatabase:
+    """The session's database: its URL, and a URL to it over TCP when it has one."""
+
+    url: str
+    tcp_url: str | None
+
+
 @pytest.fixture(scope="session")
-def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def test_database(tmp_path_factory: pytest.TempPathFactory) -> SessionDatabase:
     url = os.environ.get("TICKWORK_TEST_DATABASE_URL")
     if url:
-        yield url
-        return
+        return SessionDatabase(url, url if tcp_target(url) is not None else None)
     from tickwork.db import embedded
 
+    # reached as a user reaches it (its socket), and on 127.0.0.1 for the tests needing TCP
     data_dir: Path = tmp_path_factory.mktemp("embedded") / "pgdata"
-    yield embedded.start(data_dir)
+    url = embedded.start(data_dir, listen_tcp=True)
+    return SessionDatabase(url, embedded.tcp_url(data_dir))
+
+
+@pytest.fixture(scope="session")
+def database_url(test_database: SessionDatabase) -> str:
+    return test_database.url
+
+
+@pytest.fixture(scope="session")
+def tcp_database_url(test_database: SessionDatabase) -> str:
+    """The test database over TCP, for the tests of what only TCP has (keepalives, a proxy
+    or pooler in between, sessions told apart by client port): the embedded server's
+    127.0.0.1 port, or ``TICKWORK_TEST_DATABASE_URL`` when it names one TCP host."""
+    if test_database.tcp_url is None:
+        pytest.skip(
+            "needs the test database over TCP: TICKWORK_TEST_DATABASE_URL names a socket "
+            "(set it to postgresql://host:port/db, or unset it for the embedded server)"
+        )
+    return test_database.tcp_url
 
 
 @pytest.fixture(scope="session")
