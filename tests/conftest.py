@@ -65,16 +65,24 @@ class SessionDatabase:
 
 
 @pytest.fixture(scope="session")
-def test_database(tmp_path_factory: pytest.TempPathFactory) -> SessionDatabase:
+def test_database() -> Iterator[SessionDatabase]:
     url = os.environ.get("TICKWORK_TEST_DATABASE_URL")
     if url:
-        return SessionDatabase(url, url if tcp_target(url) is not None else None)
+        yield SessionDatabase(url, url if tcp_target(url) is not None else None)
+        return
     from tickwork.db import embedded
 
-    # reached as a user reaches it (its socket), and on 127.0.0.1 for the tests needing TCP
-    data_dir: Path = tmp_path_factory.mktemp("embedded") / "pgdata"
-    url = embedded.start(data_dir, listen_tcp=True)
-    return SessionDatabase(url, embedded.tcp_url(data_dir))
+    # Not under pytest's temporary directory: as root the server runs as another user, and
+    # every pytest session (one the tests start, too) makes pytest-of-root private again.
+    made = Path(tempfile.mkdtemp(prefix="tickwork-test-"))
+    data_dir = made / "pgdata"
+    try:
+        # reached as a user reaches it (its socket), and on 127.0.0.1 for the tests of TCP
+        url = embedded.start(data_dir, listen_tcp=True)
+        yield SessionDatabase(url, embedded.tcp_url(data_dir))
+    finally:
+        embedded.stop()
+        shutil.rmtree(made, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
