@@ -10,10 +10,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def readme_command() -> list[str]:
+def readme_command(page: str = "README.md", heading: str = "## Test it") -> list[str]:
     """The steps (``&&``-separated) of the README's "Test it" command."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Test it", 1)[1]
+    text = (ROOT / page).read_text()
+    section = text.split(heading, 1)[1]
     block = re.search(r"```sh\n(.*?)\n```", section, re.DOTALL)
     assert block is not None, "the README's Test it section has no sh block"
     return [step.strip() for step in block.group(1).split("&&")]
@@ -38,3 +38,7 @@ def test_ci_runs_the_readme_command_on_the_embedded_server() -> None:
     assert "unset TICKWORK_TEST_DATABASE_URL" in before
     assert not [line for line in before if "TICKWORK_TEST_DATABASE_URL=" in line]
     assert "export TICKWORK_REQUIRE_BROWSER=1" in before
+
+
+def test_the_docs_site_gives_the_readmes_test_command() -> None:
+    assert readme_command("docs/index.md", "Test it:") == readme_command()
