@@ -116,9 +116,13 @@ class WalMeter:
         return {int(r[0]) for r in self.conn.execute(NODES, {"schema": self.schema})}
 
     def checkpoints(self) -> int:
-        row = self.conn.execute(
-            "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
-        ).fetchone()
+        # PostgreSQL 17 moved the counts from pg_stat_bgwriter to pg_stat_checkpointer
+        query = (
+            "SELECT num_timed + num_requested FROM pg_stat_checkpointer"
+            if self.conn.info.server_version >= 170000
+            else "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+        )
+        row = self.conn.execute(query).fetchone()
         return int(row[0]) if row else 0
 
     def start(self) -> None:

@@ -1,4 +1,5 @@
-"""Test database: TICKWORK_TEST_DATABASE_URL when set, else an embedded server of our own.
+"""Test database: TICKWORK_TEST_DATABASE_URL when set, else an embedded server of our own
+(reached over its Unix socket as a user's is; ``tcp_database_url`` reaches it over TCP).
 
 Each test session migrates a fresh schema of its own (so runs never share state) and drops
 it at the end; each test starts from empty tables.
@@ -14,6 +15,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ import psycopg
 import pytest
 
 from tickwork import App, Outcome, Worker
+
+from .integration.tcp_proxy import tcp_target
 
 TABLES = (
     "audit_events",
@@ -52,16 +56,63 @@ TABLES = (
 )
 
 
+@dataclass(frozen=True)
+class SessionDatabase:
+    """The session's database: its URL, and a URL to it over TCP when it has one."""
+
+    url: str
+    tcp_url: str | None
+
+
 @pytest.fixture(scope="session")
-def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def test_database() -> Iterator[SessionDatabase]:
     url = os.environ.get("TICKWORK_TEST_DATABASE_URL")
     if url:
-        yield url
+        yield SessionDatabase(url, url if tcp_target(url) is not None else None)
         return
     from tickwork.db import embedded
 
-    data_dir: Path = tmp_path_factory.mktemp("embedded") / "pgdata"
-    yield embedded.start(data_dir)
+    # Not under pytest's temporary directory: as root the server runs as another user, and
+    # every pytest session (one the tests start, too) makes pytest-of-root private again.
+    made = Path(tempfile.mkdtemp(prefix="tickwork-test-"))
+    data_dir = made / "pgdata"
+    try:
+        # reached as a user reaches it (its socket), and on 127.0.0.1 for the tests of TCP
+        url = embedded.start(data_dir, listen_tcp=True)
+        yield SessionDatabase(url, embedded.tcp_url(data_dir))
+    finally:
+        embedded.stop()
+        shutil.rmtree(made, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def database_url(test_database: SessionDatabase) -> str:
+    return test_database.url
+
+
+@pytest.fixture(scope="session")
+def tcp_database_url(test_database: SessionDatabase) -> str:
+    """The test database over TCP, for the tests of what only TCP has (keepalives, a proxy
+    or pooler in between, sessions told apart by client port): the embedded server's
+    127.0.0.1 port, or ``TICKWORK_TEST_DATABASE_URL`` when it names one TCP host."""
+    if test_database.tcp_url is None:
+        pytest.skip(
+            "needs the test database over TCP: TICKWORK_TEST_DATABASE_URL names a socket "
+            "(set it to postgresql://host:port/db, or unset it for the embedded server)"
+        )
+    return test_database.tcp_url
+
+
+@pytest.fixture
+def embedded_home() -> Iterator[Path]:
+    """A directory for an embedded server's data directory (``<it>/pgdata``), removed after
+    the test: not under pytest's temporary directory, which every pytest session makes
+    private to root again, while under root the server runs as another user."""
+    made = Path(tempfile.mkdtemp(prefix="tickwork-embedded-"))
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -10,7 +11,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+import pytest
 
 WORKER_APP = "worker_app:app"
 """The app of tests/e2e/worker_app.py, which worker processes load."""
@@ -49,6 +52,19 @@ def worker_command(concurrency: int, log_level: str = "INFO") -> list[str]:
         "--log-level",
         log_level,
     ]
+
+
+REQUIRE_BROWSER = "TICKWORK_REQUIRE_BROWSER"
+"""Set to 1 (``.ci/run`` does), a browser test module that cannot run fails the run instead
+of skipping: a green run then says the dashboard was tested."""
+
+
+def browser_missing(reason: str) -> NoReturn:
+    """Skip the calling module (its browser tests cannot run here, for ``reason``); under
+    ``TICKWORK_REQUIRE_BROWSER=1``, fail the run at collection instead."""
+    if os.environ.get(REQUIRE_BROWSER) == "1":
+        pytest.fail(f"{REQUIRE_BROWSER}=1, but the browser tests cannot run: {reason}")
+    pytest.skip(reason, allow_module_level=True)
 
 
 def free_port() -> int:

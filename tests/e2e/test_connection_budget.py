@@ -111,18 +111,16 @@ class Sessions:
 
 
 @pytest.fixture
-def tcp_server(database_url: str) -> int:
-    params = conninfo_to_dict(database_url)
-    host = str(params.get("host") or "")
-    if not host or host.startswith("/"):
-        pytest.skip("the budget is read by client port: needs a test database over TCP")
-    return int(params.get("port") or 5432)
+def tcp_server(tcp_database_url: str) -> int:
+    """The test database's TCP port: the budget is read by client port."""
+    return int(conninfo_to_dict(tcp_database_url).get("port") or 5432)
 
 
 @pytest.fixture
-def budget_env(db_env: dict[str, str]) -> dict[str, str]:
+def budget_env(db_env: dict[str, str], tcp_database_url: str) -> dict[str, str]:
     paths = (str(E2E_DIR), db_env.get("PYTHONPATH"))
     return db_env | {
+        "TICKWORK_DATABASE_URL": tcp_database_url,
         "TICKWORK_POOL_MAX_SIZE": str(POOL_MAX_SIZE),
         "TICKWORK_WORKER__WATCHDOG_INTERVAL": "0.2",
         "TICKWORK_WORKER__METRICS_INTERVAL": "0.5",

@@ -23,11 +23,14 @@ import pytest
 from tickwork import App
 from tickwork.auth import AuthService
 
-from .support import serving
+from .support import browser_missing, serving
 
 pytestmark = pytest.mark.e2e
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+try:
+    import playwright.sync_api as playwright_api
+except ImportError:
+    browser_missing("playwright is not installed (pip install -e '.[dev]')")
 
 E2E_DIR = Path(__file__).parent
 ROOT = E2E_DIR.parents[1]
@@ -40,9 +43,9 @@ START_GUARD = 120.0  # not a timing assertion: only stops a broken start from ha
 SHOWN = 20_000  # ms Playwright waits for the page to show something (lists refresh every 3 s)
 
 if not Path(CHROMIUM).exists():
-    pytest.skip(f"no browser at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+    browser_missing(f"no browser at {CHROMIUM} (apt-get install chromium)")
 if not AXE.exists():
-    pytest.skip("axe-core is not installed (npm ci in ui/)", allow_module_level=True)
+    browser_missing("axe-core is not installed (npm ci --prefix ui)")
 playwright_api.expect.set_options(timeout=SHOWN)
 
 

@@ -27,9 +27,14 @@ from tickwork import App
 from tickwork.auth import AuthService, Role
 from tickwork.contrib.fastapi import control_plane, lifespan
 
+from .support import browser_missing
+
 pytestmark = pytest.mark.e2e
 
-playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+try:
+    import playwright.sync_api as playwright_api
+except ImportError:
+    browser_missing("playwright is not installed (pip install -e '.[dev]')")
 
 CHROMIUM = os.environ.get("TICKWORK_CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "correct horse battery staple"
@@ -39,7 +44,7 @@ HANG_GUARD = 120.0  # not a timing assertion: only stops a broken start from han
 SHOWN = 20_000  # ms Playwright waits for the page to show something (lists refresh every 3 s)
 
 if not Path(CHROMIUM).exists():
-    pytest.skip(f"no browser at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+    browser_missing(f"no browser at {CHROMIUM} (apt-get install chromium)")
 
 
 class _Server(uvicorn.Server):

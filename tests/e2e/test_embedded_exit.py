@@ -24,9 +24,9 @@ APP = "exit_app:app"
 class Embedded:
     """``tickwork`` processes sharing one embedded server in ``tmp``, and that server."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, home: Path) -> None:
         self.tmp = tmp
-        self.data_dir = tmp / "pgdata"
+        self.data_dir = home / "pgdata"
         self.mark = tmp / "stuck.mark"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
         self.env |= {
@@ -86,8 +86,8 @@ class Embedded:
 
 
 @pytest.fixture
-def embedded(tmp_path: Path) -> Iterator[Embedded]:
-    fixture = Embedded(tmp_path)
+def embedded(tmp_path: Path, embedded_home: Path) -> Iterator[Embedded]:
+    fixture = Embedded(tmp_path, embedded_home)
     try:
         yield fixture
     finally:

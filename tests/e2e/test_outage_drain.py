@@ -56,10 +56,9 @@ class ProxyThread:
 
 
 @pytest.fixture
-def proxy(database_url: str) -> Iterator[ProxyThread]:
-    target = tcp_target(database_url)
-    if target is None:
-        pytest.skip("needs TICKWORK_TEST_DATABASE_URL naming one TCP host and port")
+def proxy(tcp_database_url: str) -> Iterator[ProxyThread]:
+    target = tcp_target(tcp_database_url)
+    assert target is not None, tcp_database_url
     found = ProxyThread(*target)
     try:
         yield found
@@ -100,12 +99,12 @@ def test_restart_and_killed_sessions_mid_drain_lose_nothing(
     sql: psycopg.Connection[Any],
     proxy: ProxyThread,
     db_env: dict[str, str],
-    database_url: str,
+    tcp_database_url: str,
     tmp_path: Path,
 ) -> None:
     env = dict(
         db_env,
-        TICKWORK_DATABASE_URL=through(database_url, proxy.proxy.port),
+        TICKWORK_DATABASE_URL=through(tcp_database_url, proxy.proxy.port),
         PYTHONPATH=os.pathsep.join(p for p in (str(E2E_DIR), db_env.get("PYTHONPATH")) if p),
         TICKWORK_WORKER__LEASE_TTL="3",
         TICKWORK_WORKER__LEASE_RENEW_INTERVAL="1",

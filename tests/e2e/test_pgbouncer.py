@@ -36,8 +36,8 @@ more than psycopg's prepare_threshold (5) times, so a prepared statement would s
 
 
 @pytest.fixture
-def bouncer(database_url: str) -> Iterator[Bouncer]:
-    with running_bouncer(database_url) as running:
+def bouncer(tcp_database_url: str) -> Iterator[Bouncer]:
+    with running_bouncer(tcp_database_url) as running:
         yield running
 
 
@@ -266,13 +266,13 @@ def test_a_session_setting_another_client_leaks_does_not_reach_tickwork_statemen
 
 
 def test_statement_timeout_set_on_the_role_applies_through_the_pooler(
-    database_url: str, schema: str, clean: None
+    tcp_database_url: str, schema: str, clean: None
 ) -> None:
     """Behind a transaction pooler a statement_timeout cannot come from the URL's options (the
     settings refuse them, naming the remedy); set on the role, it holds for every server
     session the pooler opens: an enqueue stuck behind a lock is cancelled after it."""
     role = f"tw_pooler_{secrets.token_hex(4)}"
-    with psycopg.connect(database_url, autocommit=True) as admin:
+    with psycopg.connect(tcp_database_url, autocommit=True) as admin:
         admin.execute(pgsql.SQL("CREATE ROLE {} LOGIN").format(pgsql.Identifier(role)))
         try:
             grants = [
@@ -287,20 +287,20 @@ def test_statement_timeout_set_on_the_role_applies_through_the_pooler(
                         schema=pgsql.Identifier(schema), role=pgsql.Identifier(role)
                     )
                 )
-            with running_bouncer(database_url, users=[role]) as bouncer:
+            with running_bouncer(tcp_database_url, users=[role]) as bouncer:
                 as_role = make_conninfo(bouncer.pooled_url, user=role)
                 with pytest.raises(ConfigError, match="database_url's options"):
                     App(
                         schema=schema,
                         database_url=make_conninfo(as_role, options="-c statement_timeout=300"),
                         database_pooler="transaction",
-                        database_direct_url=make_conninfo(database_url, user=role),
+                        database_direct_url=make_conninfo(tcp_database_url, user=role),
                     )
                 app = App(
                     schema=schema,
                     database_url=as_role,
                     database_pooler="transaction",
-                    database_direct_url=make_conninfo(database_url, user=role),
+                    database_direct_url=make_conninfo(tcp_database_url, user=role),
                 )
                 app.tasks.update(budget_app.app.tasks)
                 try:

@@ -51,9 +51,11 @@ def read_until_roles(process: subprocess.Popen[str]) -> str:
 
 
 @pytest.fixture
-def serve(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
+def serve(
+    tmp_path: Path, embedded_home: Path
+) -> Iterator[tuple[subprocess.Popen[str], str, list[str]]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_")}
-    env["TICKWORK_DATA_DIR"] = str(tmp_path / "pgdata")  # no URL: the embedded server
+    env["TICKWORK_DATA_DIR"] = str(embedded_home / "pgdata")  # no URL: the embedded server
     env["TICKWORK_AUTH__ADMIN_EMAIL"] = "root@example.com"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(E2E_DIR), env.get("PYTHONPATH")) if p)
     process, url = start_serve(env, tmp_path)

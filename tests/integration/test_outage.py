@@ -45,14 +45,9 @@ GIVEN_UP = "reconnection attempt in pool"
 
 
 @pytest.fixture
-async def proxy(database_url: str) -> AsyncIterator[TcpProxy]:
-    target = tcp_target(database_url)
-    if target is None:
-        pytest.skip(
-            "the outage tests put a TCP proxy before the database; the test database URL "
-            "does not name one TCP host and port (a socket directory, e.g. the embedded "
-            "server's): set TICKWORK_TEST_DATABASE_URL=postgresql://host:port/db"
-        )
+async def proxy(tcp_database_url: str) -> AsyncIterator[TcpProxy]:
+    target = tcp_target(tcp_database_url)
+    assert target is not None, tcp_database_url
     found = TcpProxy(*target)
     await found.start()
     yield found
@@ -61,10 +56,10 @@ async def proxy(database_url: str) -> AsyncIterator[TcpProxy]:
 
 @pytest.fixture
 async def proxied(
-    database_url: str, schema: str, clean: None, proxy: TcpProxy
+    tcp_database_url: str, schema: str, clean: None, proxy: TcpProxy
 ) -> AsyncIterator[App]:
     """An App whose every connection goes through the proxy."""
-    the_app = App(database_url=through(database_url, proxy.port), schema=schema)
+    the_app = App(database_url=through(tcp_database_url, proxy.port), schema=schema)
 
     @the_app.task(name=TASK, queue="outage")
     def echo(word: str = "hi") -> str:

@@ -23,6 +23,7 @@ import httpx
 import jwt
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from tickwork import App
 from tickwork.api.security import ROUTE_ROLES, api_routes
@@ -1076,7 +1077,7 @@ async def test_bad_input_in_every_parameter_never_gives_a_5xx(fuzzed: Api) -> No
 
 
 async def test_a_canary_secret_never_comes_back(
-    api: Api, sql: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+    api: Api, sql: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch, database_url: str
 ) -> None:
     """One random value planted in every secret place (passwords at login, invite accept and
     password change, a secret variable, a presented refresh token, an invite token, a bearer
@@ -1257,9 +1258,9 @@ async def test_a_canary_secret_never_comes_back(
                 ("connect: a bad port", f"postgresql://u:{canary}@127.0.0.1:x/d"),
                 ("connect: a bad option", f"postgresql://u:{canary}@127.0.0.1/d?sslmode=bogus"),
                 ("connect: nothing listening", f"postgresql://u:{canary}@127.0.0.1:1/d"),
-                (
+                (  # the test database's server, which refuses the role
                     "connect: an unknown role",
-                    f"postgresql://no_such_role:{canary}@127.0.0.1:5432/d",
+                    make_conninfo(database_url, user="no_such_role", password=canary),
                 ),
             ):
                 places.append(place)

@@ -7,9 +7,9 @@ from tickwork import App
 from tickwork.config import MAX_KEEPALIVES_COUNT, MAX_KEEPALIVES_SECONDS, MAX_TCP_USER_TIMEOUT
 
 
-def test_the_largest_tcp_settings_reach_the_database(database_url: str) -> None:
+def test_the_largest_tcp_settings_reach_the_database(tcp_database_url: str) -> None:
     app = App(
-        database_url=database_url,
+        database_url=tcp_database_url,
         tcp={
             "user_timeout": MAX_TCP_USER_TIMEOUT,
             "keepalives_idle": MAX_KEEPALIVES_SECONDS,
