@@ -13,7 +13,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork import App, JobState
 from tickwork.errors import ScheduleError
-from tickwork.schedule.scheduler import Scheduler
+from tickwork.schedule.scheduler import Scheduler, SchedulerService
+from tickwork.services.leases import LeaseManager, Role
 
 
 @pytest.fixture
@@ -217,3 +218,32 @@ async def test_disabled_schedule_is_not_ticked_and_resumes_from_now(
     enabled = app.enable_schedule("minutely")
     assert enabled.enabled and enabled.next_run_at > datetime(2026, 1, 1, tzinfo=UTC)
     assert (await s.run_once()).fired == []  # the disabled window is not made up for
+
+
+async def test_a_pass_of_a_lapsed_lease_holder_fires_nothing(
+    app: App, pool: AsyncConnectionPool[Any], sql: psycopg.Connection[Any], sched_table: None
+) -> None:
+    """The lease is checked inside the pass's own statement, on the database's clock: a pass
+    that reaches the server after the holder's lease ended (delayed on its way, as by a healed
+    partition) creates no job, though the holder still believed it held the lease."""
+
+    @app.schedule("* * * * *")
+    @app.task
+    def report() -> None:
+        pass
+
+    leases = LeaseManager(pool, app.db.store, app.settings.leases, [Role.SCHEDULER])
+    assert Role.SCHEDULER in (await leases.run_once()).held
+    service = SchedulerService(scheduler(app, pool), leases, interval=3600.0)
+    await service.scheduler.sync(list(app.schedules.values()))
+    backdate(sql, report.name, "2026-01-01T00:00:00Z")
+    sql.execute("UPDATE leases SET expires_at = now() - interval '1 second'")
+    assert leases.holds(Role.SCHEDULER)  # what the holder believes: its clock said so
+    lapsed = await service.run_once()
+    assert lapsed is not None and lapsed.fired == []
+    assert sql.execute("SELECT count(*) FROM jobs").fetchone() == (0,)
+
+    sql.execute("UPDATE leases SET expires_at = now() + interval '1 minute'")
+    live = await service.run_once()
+    assert live is not None and [f.schedule for f in live.fired] == [report.name]
+    await leases.release()

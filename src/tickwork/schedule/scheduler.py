@@ -198,12 +198,15 @@ class Scheduler:
                     timeouts=[options.timeout for options in known.values()],
                 )
 
-    async def run_once(self) -> TickResult:
-        """One pass: every due schedule (up to ``batch``), in one transaction."""
+    async def run_once(self, *, holder: str | None = None) -> TickResult:
+        """One pass: every due schedule (up to ``batch``), in one transaction. ``holder``: the
+        pass is the SCHEDULER lease holder's, and finds nothing due unless the database
+        still counts that lease live when the pass starts (its jobs are never created after
+        the lease ended, whatever delayed the pass on its way)."""
         fired: list[Fired] = []
         missed = overlapped = 0
         async with self.pool.connection() as conn, conn.transaction():
-            due = await self.store.schedule_due_lock(conn, limit=self.batch)
+            due = await self.store.schedule_due_lock(conn, limit=self.batch, holder=holder)
             for row in due:
                 now: datetime = row["db_now"]
                 cron = self._parse(row)
@@ -319,7 +322,7 @@ class SchedulerService:
         """Pass if this process holds the SCHEDULER lease; None when it does not."""
         if not self.leases.holds(Role.SCHEDULER):
             return None
-        return await self.scheduler.run_once()
+        return await self.scheduler.run_once(holder=self.leases.holder_id)
 
     async def pass_and_wait(self) -> float:
         """One pass, if this process holds the lease; the seconds to wait before the next:

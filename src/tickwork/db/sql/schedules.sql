@@ -69,10 +69,19 @@ WHERE enabled AND NOT paused AND id <> ALL(%(invalid)s::bigint[]);
 -- name: schedule_due_lock
 -- Due schedules, locked for this tick; SKIP LOCKED: another scheduler's tick takes the rest.
 -- FOR UPDATE re-checks next_run_at on the latest row version, so a schedule another tick
--- just advanced is not due any more.
+-- just advanced is not due any more. %(holder)s (the lease holder's id; NULL for a pass made
+-- outside the lease, as tests and `tickwork schedules` do) must hold the SCHEDULER lease on
+-- the database's clock at this transaction's start, which is also its jobs' created_at: a
+-- holder whose pass reaches the server late (a partition healed, its packets retransmitted)
+-- finds nothing due, and no job of it is created after its lease ended.
 SELECT *, now() AS db_now
 FROM {schema}.schedules
 WHERE enabled AND NOT paused AND next_run_at <= now()
+  AND (%(holder)s::text IS NULL OR EXISTS (
+      SELECT 1 FROM {schema}.leases l
+      WHERE l.name = 'SCHEDULER' AND l.holder = %(holder)s::text
+        AND l.expires_at > now()  -- fencing: a lapsed holder fires nothing
+  ))
 ORDER BY next_run_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;

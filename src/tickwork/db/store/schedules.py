@@ -108,10 +108,13 @@ class ScheduleStatements(Runner):
         row = (await self._rows(conn, "schedule_next_due", {"invalid": list(invalid)}))[0]
         return row["next_run_at"], row["db_now"]
 
-    async def schedule_due_lock(self, conn: AsyncConn, *, limit: int) -> list[Row]:
+    async def schedule_due_lock(
+        self, conn: AsyncConn, *, limit: int, holder: str | None = None
+    ) -> list[Row]:
         """Lock up to ``limit`` due schedules (enabled, not paused), skipping those another
-        tick holds; their rows, each with ``db_now``, earliest due first."""
-        return await self._rows(conn, "schedule_due_lock", {"limit": limit})
+        tick holds; their rows, each with ``db_now``, earliest due first. With ``holder``:
+        none unless it holds the SCHEDULER lease on the database's clock."""
+        return await self._rows(conn, "schedule_due_lock", {"limit": limit, "holder": holder})
 
     async def schedule_active_job(self, conn: AsyncConn, *, schedule_id: int) -> bool:
         """Whether a job of the schedule is still pending, awaiting retry or running."""
