@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from fastapi import FastAPI
@@ -56,3 +57,12 @@ async def start_api(app: App, signals: SignalRuntime | None = None) -> AsyncIter
             found.tokens[role] = answer.json()["access_token"]
             found.refresh[role] = answer.json()["refresh_token"]
         yield found
+
+
+def problem(answer: httpx.Response, status: int) -> dict[str, Any]:
+    """The RFC 9457 problem body of ``answer``, checked to carry ``status`` and a detail."""
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"].startswith("application/problem+json"), answer.text
+    body: dict[str, Any] = answer.json()
+    assert body["status"] == status and body["detail"]
+    return body

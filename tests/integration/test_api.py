@@ -16,7 +16,7 @@ from tickwork.api import create_api
 from tickwork.api.security import ROUTE_ROLES, api_routes
 from tickwork.auth import AuthService, Role
 
-from .api_support import BASE_URL, PASSWORD, Api, email, start_api
+from .api_support import BASE_URL, PASSWORD, Api, email, problem, start_api
 
 
 @pytest.fixture
@@ -27,14 +27,6 @@ async def api(app: App) -> AsyncIterator[Api]:
 
     async for found in start_api(app):
         yield found
-
-
-def problem(answer: Any, status: int) -> dict[str, Any]:
-    assert answer.status_code == status, answer.text
-    assert answer.headers["content-type"].startswith("application/problem+json")
-    body: dict[str, Any] = answer.json()
-    assert body["status"] == status and body["detail"]
-    return body
 
 
 # -- the role matrix --------------------------------------------------------------------

@@ -20,7 +20,7 @@ from tickwork.auth import AuthService, Role
 from tickwork.errors import AuthError, EnqueueError, SignalError
 from tickwork.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH
 
-from .api_support import PASSWORD, Api, email, start_api
+from .api_support import PASSWORD, Api, email, problem, start_api
 
 CANARY = "canary-Zq8v7Lw2"
 """A secret planted in inputs; it must never come back in an answer."""
@@ -48,14 +48,6 @@ async def api(app: App) -> AsyncIterator[Api]:
 
     async for found in start_api(app):
         yield found
-
-
-def problem(answer: httpx.Response, status: int) -> dict[str, Any]:
-    assert answer.status_code == status, answer.text
-    assert answer.headers["content-type"].startswith("application/problem+json"), answer.text
-    body: dict[str, Any] = answer.json()
-    assert body["status"] == status and body["detail"]
-    return body
 
 
 def as_json(api: Api, role: Role) -> dict[str, str]:

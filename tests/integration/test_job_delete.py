@@ -17,7 +17,7 @@ from tickwork.auth import Role
 from tickwork.errors import InvalidInput
 from tickwork.queue import admin
 
-from .api_support import Api, email, start_api
+from .api_support import Api, email, problem, start_api
 from .test_lock_order import Blocked, waiting_for_a_lock
 
 QUEUE = "delete-tests"
@@ -34,14 +34,6 @@ async def api(app: App) -> AsyncIterator[Api]:
 
     async for found in start_api(app):
         yield found
-
-
-def problem(answer: Any, status: int) -> dict[str, Any]:
-    assert answer.status_code == status, answer.text
-    assert answer.headers["content-type"].startswith("application/problem+json")
-    body: dict[str, Any] = answer.json()
-    assert body["status"] == status and body["detail"]
-    return body
 
 
 async def enqueue(api: Api, **body: Any) -> dict[str, Any]:
