@@ -23,6 +23,10 @@ def _ignore_hangup() -> None:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as `nohup` starts a command
 
 
+def _default_hangup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def start(
     db_env: dict[str, str], tmp_path: Path, *args: str, ignore_hangup: bool = False
 ) -> subprocess.Popen[bytes]:
@@ -41,10 +45,10 @@ def start(
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=tmp_path,
-        # as `nohup` starts it: SIGHUP ignored from the start
-        preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
-        if ignore_hangup
-        else None,
+        # as `nohup` starts it (SIGHUP ignored from the start), or as a terminal does: with
+        # SIGHUP's default, whatever this test run inherited (a suite run under nohup would
+        # otherwise pass its ignored SIGHUP on to every process it starts)
+        preexec_fn=_ignore_hangup if ignore_hangup else _default_hangup,
     )
 
 
