@@ -20,6 +20,9 @@ from tickwork.errors import AddressRefused
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
+RESERVED_V6 = ipaddress.ip_network("::/8")
+"""Reserved by the IETF; Python counts its IPv4-compatible part (``::127.0.0.1``, deprecated,
+which some stacks still route to the IPv4 address) as globally routable."""
 ALLOW_HINT = (
     "if the definition may reach it, allow its network in runtimes.http.allow_networks "
     "(TICKWORK_RUNTIMES__HTTP__ALLOW_NETWORKS)"
@@ -64,6 +67,8 @@ def refusal(ip: IPAddress, allow: Sequence[IPNetwork]) -> str | None:
             return "the unspecified address"
         if candidate.is_private:
             return "a private address"
+        if candidate in RESERVED_V6:
+            return "a reserved address (::/8, IPv4-compatible forms included)"
         if not candidate.is_global:
             return "not a globally routable address"
     return None
