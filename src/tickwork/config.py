@@ -416,6 +416,18 @@ class ApiSettings(BaseModel):
         return self
 
 
+class MetricsSettings(BaseModel):
+    """What ``/metrics`` reports."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    statement_times: Literal["job_path", "all", "none"] | list[str] = "job_path"
+    """Which named statements ``tickwork_statement_seconds`` reports a histogram for (14
+    series each): ``job_path`` (enqueue, claim, completion, lease renewal and reclaim,
+    heartbeats), ``all`` (every statement this process ran, up to about 160), ``none``, or a
+    list of statement names."""
+
+
 class McpSettings(BaseModel):
     """The MCP endpoint (``/mcp``) that assistants call with a person's API token."""
 
@@ -690,6 +702,8 @@ class Settings(BaseSettings):
     """The runtimes of HTTP and script definitions."""
     mcp: McpSettings = Field(default_factory=lambda: McpSettings())
     """The MCP endpoint."""
+    metrics: MetricsSettings = Field(default_factory=lambda: MetricsSettings())
+    """What ``/metrics`` reports."""
     admin_email: str | None = None
     """``TICKWORK_ADMIN_EMAIL``: short for ``auth.admin_email`` (which wins when both are set)."""
     admin_password: SecretStr | None = None

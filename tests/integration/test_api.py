@@ -15,6 +15,7 @@ from tickwork import App, JobState
 from tickwork.api import create_api
 from tickwork.api.security import ROUTE_ROLES, api_routes
 from tickwork.auth import AuthService, Role
+from tickwork.errors import ConfigError
 
 from .api_support import BASE_URL, PASSWORD, Api, email, problem, start_api
 
@@ -403,6 +404,26 @@ async def test_an_api_token_cannot_mint_a_stronger_one(api: Api) -> None:
     assert same.status_code == 201 and same.json()["api_token"]["role"] == "VIEWER"
 
 
+async def test_metrics_statements_setting_chooses_the_reported_statement_times(
+    app: App,
+) -> None:
+    pool = await app.db.async_pool()
+    auth = AuthService(pool, app.db.store, app.settings.auth)
+    await auth.start()
+    for setting, shown in (("all", True), ("none", False), (["queue_stats"], True)):
+        app.settings.metrics.statement_times = setting
+        api = create_api(app, auth, pool)
+        transport = httpx.ASGITransport(app=api)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
+            await client.get("/metrics")  # runs queue_stats once at least
+            text = (await client.get("/metrics")).text
+        assert ('statement="queue_stats"' in text) is shown, setting
+        assert "tickwork_statement_seconds" in text  # the family itself, even when empty
+    app.settings.metrics.statement_times = ["job_claim", "no_such_statement"]
+    with pytest.raises(ConfigError, match="no_such_statement"):
+        create_api(app, auth, pool)
+
+
 async def test_readyz_on_an_unmigrated_schema_is_503_not_500(api: Api, database_url: str) -> None:
     bare = App(database_url=database_url, schema="tickwork_never_migrated")
     try:
@@ -498,9 +519,22 @@ async def test_metrics_health_and_openapi(api: Api) -> None:
     assert 'tickwork_jobs{queue="api-tests",state="SUCCEEDED"} 1.0' in text
     assert 'tickwork_attempts_finished_total{outcome="SUCCEEDED",task="tests.echo"}' in text
     assert "tickwork_pickup_latency_seconds_bucket" in text
-    # every statement is timed by the store, under its name
+    # the job path's statements are timed under their names (metrics.statement_times = job_path)
     assert 'tickwork_statement_seconds_count{statement="job_claim"}' in text
     assert 'tickwork_statement_seconds_bucket{le="+Inf",statement="job_complete_many"}' in text
+    assert 'statement="queue_stats"' not in text  # ran for this scrape, not on the job path
+    # every state of a known queue reads, 0 included: an alert on `== 0` can fire
+    for state in JobState:
+        if state is not JobState.SUCCEEDED:
+            assert f'tickwork_jobs{{queue="api-tests",state="{state.value}"}} 0.0' in text
+    # no series names a process (a pid or start time per restart), none ends in _created
+    assert "_created" not in text
+    assert [line for line in text.splitlines() if line.startswith("tickwork_lease_held{")] == [
+        line for line in text.splitlines() if line.startswith("tickwork_lease_held{lease=")
+    ]
+    assert "holder=" not in "".join(
+        line for line in text.splitlines() if line.startswith("tickwork_lease_held")
+    )
     assert (await api.client.get("/healthz")).json() == {"status": "ok"}
     ready = (await api.client.get("/readyz")).json()
     assert ready["status"] == "ready" and ready["schema_version"] >= 4

@@ -127,9 +127,9 @@ async def test_job_rollups_add_up_after_every_kind_of_change(
         }
     )
     # and /metrics reads the same counts
-    text, _ = await metrics.render(await app.db.async_pool(), app.db.store)
+    text, _ = await metrics.render(await app.db.async_pool(), app.db.store, None)
     assert 'tickwork_jobs{queue="q2",state="FAILED"} 1.0' in text.decode()
-    assert 'state="SUCCEEDED"' not in text.decode()
+    assert 'tickwork_jobs{queue="q2",state="SUCCEEDED"} 0.0' in text.decode()
 
 
 async def test_rollups_stay_exact_while_workers_and_folds_run_at_once(

@@ -21,6 +21,7 @@ from tickwork.api.problems import install
 from tickwork.api.schemas import Problem
 from tickwork.api.security import PUBLIC, ROUTE_ROLES, Services, authorize, check_table
 from tickwork.api.throttle import Limiter
+from tickwork.ops.metrics import reported_statements
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -108,7 +109,12 @@ def _api(
         dependencies=[Depends(authorize), Depends(refuse_unstorable_parameters)],
     )
     api.state.services = Services(
-        app, auth, pool, signals, webhook_limiter=Limiter(app.settings.api.webhook_rate)
+        app,
+        auth,
+        pool,
+        signals,
+        webhook_limiter=Limiter(app.settings.api.webhook_rate),
+        reported_statements=reported_statements(app.settings.metrics),
     )
     for router in routers:
         api.include_router(router)

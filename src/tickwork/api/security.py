@@ -152,6 +152,8 @@ class Services:
     """Calls of each definition's webhook this process accepts a minute."""
     webhook_misses: Limiter = field(default_factory=lambda: Limiter(WEBHOOK_MISSES))
     """Wrong webhook tokens (or ids) each client address may send a minute."""
+    reported_statements: frozenset[str] | None = None
+    """The statements whose times ``/metrics`` reports (``None``: every one)."""
     event_hub: Any = None
     """The process's event streams (:class:`tickwork.api.events.EventHub`), made by the
     first stream opened."""

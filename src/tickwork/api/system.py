@@ -203,5 +203,5 @@ def _consume(task: asyncio.Future[Any]) -> None:
 async def metrics(svc: Svc) -> Response:
     """Prometheus exposition: jobs by state and queue, per-task counters, durations, pickup
     latency, lease holders."""
-    body, content_type = await render(svc.pool, svc.store)
+    body, content_type = await render(svc.pool, svc.store, svc.reported_statements)
     return Response(body, media_type=content_type)

@@ -39,6 +39,11 @@ def _raw() -> dict[str, str]:
     return statements
 
 
+def statement_names() -> frozenset[str]:
+    """The name of every statement."""
+    return frozenset(_raw())
+
+
 class Statements:
     """The statements of one schema, looked up by name."""
 

@@ -14,6 +14,7 @@ from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
+    InfoMetricFamily,
     Metric,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -21,8 +22,11 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 from psycopg_pool import AsyncConnectionPool
 
+from tickwork.config import MetricsSettings
+from tickwork.db.statements import statement_names
 from tickwork.db.store import Row, Store
-from tickwork.db.store.runner import STATEMENT_BUCKETS, TIMES
+from tickwork.db.store.runner import JOB_PATH_STATEMENTS, STATEMENT_BUCKETS, TIMES
+from tickwork.errors import ConfigError
 from tickwork.types import JobState, Leader
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -116,20 +120,42 @@ TALLY = _Tally()
 REGISTRY.register(TALLY)
 
 
-class _StatementTimes:
-    """The store's statement times (:data:`tickwork.db.store.runner.TIMES`) as a histogram."""
+class _StatementTimes(Collector):
+    """The store's statement times (:data:`tickwork.db.store.runner.TIMES`) as a histogram,
+    for the statements ``metrics.statement_times`` names (``None``: every one)."""
+
+    def __init__(self, reported: frozenset[str] | None) -> None:
+        self.reported = reported
 
     def collect(self) -> Iterator[Metric]:
+        times = TIMES.snapshot()
+        if self.reported is not None:
+            times = {name: row for name, row in times.items() if name in self.reported}
         yield _Tally._histogram(
             "tickwork_statement_seconds",
             "Time of each named statement this process ran, by statement",
             "statement",
             STATEMENT_BUCKETS,
-            TIMES.snapshot(),
+            times,
         )
 
 
-REGISTRY.register(_StatementTimes())
+def reported_statements(settings: MetricsSettings) -> frozenset[str] | None:
+    """The statements ``tickwork_statement_seconds`` reports (``None``: all); unknown names
+    in ``metrics.statement_times`` are a :class:`ConfigError` (checked when the API is made)."""
+    chosen = settings.statement_times
+    if chosen == "all":
+        return None
+    reported = {"none": frozenset(), "job_path": JOB_PATH_STATEMENTS}.get(
+        chosen if isinstance(chosen, str) else "", frozenset(chosen)
+    )
+    unknown = sorted((reported or frozenset()) - statement_names())
+    if unknown:
+        raise ConfigError(
+            f"metrics.statement_times names statements that do not exist ({', '.join(unknown)});"
+            ' give statement names, "job_path", "all" or "none"'
+        )
+    return reported
 
 
 SIGNALS_EMITTED = Counter(
@@ -247,28 +273,52 @@ class _Snapshot(Collector):
 
     def collect(self) -> Iterator[Metric]:
         by_state = GaugeMetricFamily(
-            "tickwork_jobs", "Jobs in the database by queue and state", labels=["queue", "state"]
+            "tickwork_jobs",
+            "Jobs in the database by queue and state (every state of every known queue, 0 too)",
+            labels=["queue", "state"],
         )
         for row in self.queues:
             for state in JobState:
-                if row[state.value.lower()]:
-                    by_state.add_metric([row["name"], state.value], row[state.value.lower()])
+                by_state.add_metric([row["name"], state.value], row[state.value.lower()] or 0)
         yield by_state
-        holders = GaugeMetricFamily(
-            "tickwork_lease_held",
-            "1 while the holder's lease is live",
-            labels=["lease", "holder"],
+        held = GaugeMetricFamily(
+            "tickwork_lease_held", "1 while the lease has a live holder", labels=["lease"]
+        )
+        holders = InfoMetricFamily(
+            "tickwork_lease_holder",
+            "Who holds each lease (the holder's identity changes at every restart)",
+            labels=["lease"],
         )
         for lease in self.leases:
-            holders.add_metric([lease.name, lease.holder], 1.0 if lease.live else 0.0)
+            held.add_metric([lease.name], 1.0 if lease.live else 0.0)
+            holders.add_metric([lease.name], {"holder": lease.holder})
+        yield held
         yield holders
 
 
-async def render(pool: AsyncConnectionPool[Any], store: Store) -> tuple[bytes, str]:
-    """The exposition text of this process's metrics and the database snapshot."""
+class _WithoutCreated(Collector):
+    """``registry``'s metrics without the ``_created`` series prometheus-client adds to some
+    counters and histograms only: none of tickwork's series has one, so all read alike."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+            yield metric
+
+
+async def render(
+    pool: AsyncConnectionPool[Any], store: Store, statements: frozenset[str] | None
+) -> tuple[bytes, str]:
+    """The exposition text of this process's metrics (with the ``statements`` times, see
+    :func:`reported_statements`) and the database snapshot."""
     async with pool.connection() as conn:
         queues = await store.queue_stats(conn, window=60.0)  # live work + rollups: cheap
         leases = await store.lease_list(conn)
-    snapshot = CollectorRegistry(auto_describe=False)
-    snapshot.register(_Snapshot(queues, leases))
-    return generate_latest(REGISTRY) + generate_latest(snapshot), CONTENT_TYPE_LATEST
+    scrape = CollectorRegistry(auto_describe=False)
+    scrape.register(_WithoutCreated(REGISTRY))
+    scrape.register(_StatementTimes(statements))
+    scrape.register(_Snapshot(queues, leases))
+    return generate_latest(scrape), CONTENT_TYPE_LATEST

@@ -78,6 +78,22 @@ class StatementTimes:
             return {name: list(row) for name, row in self._rows.items()}
 
 
+JOB_PATH_STATEMENTS = frozenset(
+    {
+        "job_insert",
+        "job_insert_many",
+        "job_insert_many_keyless",
+        "job_claim",
+        "job_claim_capped",
+        "job_complete_many",
+        "execution_renew_leases",
+        "execution_reclaim_expired",
+        "worker_heartbeat",
+    }
+)
+"""The statements of the job path (enqueue, claim, completion, lease renewal and reclaim,
+heartbeats): the times ``/metrics`` reports by default (``metrics.statement_times = "job_path"``)."""
+
 TIMES = StatementTimes()
 """The process's statement times (every store of every schema adds to it)."""
 
