@@ -49,7 +49,7 @@ def run(argv: list[str | Path], env: dict[str, str] | None = None, cwd: Path | N
 
 def package_data(clone: Path) -> list[str]:
     """What the package carries besides its modules, relative to ``src/tickwork``: every
-    migration, SQL file and file of the dashboard's build git tracks, and the docs pages
+    migration, SQL file, file of the dashboard's build and shipped monitoring file git tracks, and the docs pages
     (``src/tickwork/docs`` is a link to ``docs/``, which the MCP endpoint serves)."""
     tracked = run(
         [
@@ -60,6 +60,7 @@ def package_data(clone: Path) -> list[str]:
             "src/tickwork/db/migrations",
             "src/tickwork/db/sql",
             "src/tickwork/web/dist",
+            "src/tickwork/ops/monitoring",
         ]
     ).split()
     docs = clone / "docs"  # the guides and one level of folders (tutorials/, reference/)
@@ -105,6 +106,7 @@ def test_the_sdist_and_the_wheel_carry_the_package_data(release: Release) -> Non
     assert any(e.startswith("db/migrations/0001_") for e in expected), expected
     assert {"db/sql/jobs.sql", "web/dist/index.html", "docs/mcp.md"} <= set(expected)
     assert {"docs/tutorials/first-task.md", "docs/reference/cli.md"} <= set(expected)
+    assert {"ops/monitoring/alerts.yml", "ops/monitoring/grafana-dashboard.json"} <= set(expected)
     assert any(e.endswith(".js") for e in expected) and any(e.endswith(".css") for e in expected)
 
     with tarfile.open(release.sdist) as archive:

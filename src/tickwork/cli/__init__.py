@@ -4,7 +4,7 @@
   ``doctor`` (the root's own commands)
 - :mod:`~tickwork.cli.schedules`, :mod:`~tickwork.cli.users`, :mod:`~tickwork.cli.jobs`,
   :mod:`~tickwork.cli.queues`, :mod:`~tickwork.cli.signals`, :mod:`~tickwork.cli.reactors`,
-  :mod:`~tickwork.cli.definitions`:
+  :mod:`~tickwork.cli.definitions`, :mod:`~tickwork.cli.monitoring`:
   a Typer group each, added here under its name
 - :mod:`~tickwork.cli.common`: what they share (options, ``--app``, output, the pool)
 
@@ -20,7 +20,17 @@ from typing import Annotated
 import typer
 
 from tickwork import __version__
-from tickwork.cli import definitions, jobs, process, queues, reactors, schedules, signals, users
+from tickwork.cli import (
+    definitions,
+    jobs,
+    monitoring,
+    process,
+    queues,
+    reactors,
+    schedules,
+    signals,
+    users,
+)
 from tickwork.cli.common import Group, cli_actor
 from tickwork.errors import TickworkError
 
@@ -63,6 +73,7 @@ cli.add_typer(queues.queues_cli, name="queues")
 cli.add_typer(signals.signals_cli, name="signals")
 cli.add_typer(reactors.reactors_cli, name="reactors")
 cli.add_typer(definitions.definitions_cli, name="definitions")
+cli.add_typer(monitoring.monitoring_cli, name="monitoring")
 
 
 def main(args: list[str] | None = None, prog_name: str | None = None) -> None:

@@ -267,20 +267,41 @@ def sweep_ran(reactor: str, outcome: str, seconds: float) -> None:
 class _Snapshot(Collector):
     """The database's view, read once per scrape."""
 
-    def __init__(self, queues: list[Row], leases: list[Leader]) -> None:
+    def __init__(
+        self, queues: list[Row], leases: list[Leader], tables: list[Row], xmin: list[Row]
+    ) -> None:
         self.queues = queues
         self.leases = leases
+        self.tables = tables
+        self.xmin = xmin
 
     def collect(self) -> Iterator[Metric]:
+        yield from self._queues()
+        yield from self._leases()
+        yield from self._vacuum()
+
+    def _queues(self) -> Iterator[Metric]:
         by_state = GaugeMetricFamily(
             "tickwork_jobs",
             "Jobs in the database by queue and state (every state of every known queue, 0 too)",
             labels=["queue", "state"],
         )
+        oldest = GaugeMetricFamily(
+            "tickwork_queue_oldest_pending_seconds",
+            "Age of the queue's oldest job that is due and not running (0: none)",
+            labels=["queue"],
+        )
+        paused = GaugeMetricFamily("tickwork_queue_paused", "1 while paused", labels=["queue"])
         for row in self.queues:
             for state in JobState:
                 by_state.add_metric([row["name"], state.value], row[state.value.lower()] or 0)
+            oldest.add_metric([row["name"]], max(row["oldest_pending_seconds"] or 0.0, 0.0))
+            paused.add_metric([row["name"]], 1.0 if row["paused"] else 0.0)
         yield by_state
+        yield oldest
+        yield paused
+
+    def _leases(self) -> Iterator[Metric]:
         held = GaugeMetricFamily(
             "tickwork_lease_held", "1 while the lease has a live holder", labels=["lease"]
         )
@@ -294,6 +315,37 @@ class _Snapshot(Collector):
             holders.add_metric([lease.name], {"holder": lease.holder})
         yield held
         yield holders
+
+    def _vacuum(self) -> Iterator[Metric]:
+        horizon = GaugeMetricFamily(
+            "tickwork_xmin_horizon_age_seconds",
+            "How long the cluster's oldest snapshot has held back vacuum (0: none)",
+        )
+        oldest = self.xmin[0] if self.xmin else None
+        horizon.add_metric([], (oldest["age_seconds"] or 0.0) if oldest else 0.0)
+        yield horizon
+        live = GaugeMetricFamily(
+            "tickwork_table_live_tuples", "Live rows of each table (estimate)", labels=["table"]
+        )
+        dead = GaugeMetricFamily(
+            "tickwork_table_dead_tuples",
+            "Dead rows of each table that vacuum has not removed yet (estimate)",
+            labels=["table"],
+        )
+        vacuumed = GaugeMetricFamily(
+            "tickwork_table_last_vacuum_timestamp_seconds",
+            "When the table was last vacuumed, by autovacuum or by hand (0: never)",
+            labels=["table"],
+        )
+        for table in self.tables:
+            name = [table["table_name"]]
+            live.add_metric(name, table["live_tuples"] or 0)
+            dead.add_metric(name, table["dead_tuples"] or 0)
+            last = table["last_vacuum"]
+            vacuumed.add_metric(name, last.timestamp() if last is not None else 0.0)
+        yield live
+        yield dead
+        yield vacuumed
 
 
 class _WithoutCreated(Collector):
@@ -317,8 +369,10 @@ async def render(
     async with pool.connection() as conn:
         queues = await store.queue_stats(conn, window=60.0)  # live work + rollups: cheap
         leases = await store.lease_list(conn)
+        tables = await store.health_tables(conn)  # the statistics views: no table is read
+        xmin = await store.health_xmin_horizon(conn, limit=1)
     scrape = CollectorRegistry(auto_describe=False)
     scrape.register(_WithoutCreated(REGISTRY))
     scrape.register(_StatementTimes(statements))
-    scrape.register(_Snapshot(queues, leases))
+    scrape.register(_Snapshot(queues, leases, tables, xmin))
     return generate_latest(scrape), CONTENT_TYPE_LATEST

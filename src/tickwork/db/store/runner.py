@@ -92,7 +92,7 @@ JOB_PATH_STATEMENTS = frozenset(
     }
 )
 """The statements of the job path (enqueue, claim, completion, lease renewal and reclaim,
-heartbeats): the times ``/metrics`` reports by default (``metrics.statement_times = "job_path"``)."""
+heartbeats): the times ``/metrics`` reports by default (``metrics.statement_times``)."""
 
 TIMES = StatementTimes()
 """The process's statement times (every store of every schema adds to it)."""
