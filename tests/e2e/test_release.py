@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -49,8 +50,9 @@ def run(argv: list[str | Path], env: dict[str, str] | None = None, cwd: Path | N
 
 def package_data(clone: Path) -> list[str]:
     """What the package carries besides its modules, relative to ``src/tickwork``: every
-    migration, SQL file, file of the dashboard's build and shipped monitoring file git tracks, and the docs pages
-    (``src/tickwork/docs`` is a link to ``docs/``, which the MCP endpoint serves)."""
+    migration, SQL file, file of the dashboard's build and shipped monitoring file git tracks,
+    and the docs pages (``src/tickwork/docs`` is a link to ``docs/``, which the MCP endpoint
+    serves)."""
     tracked = run(
         [
             "git",
@@ -122,6 +124,33 @@ def test_the_sdist_and_the_wheel_carry_the_package_data(release: Release) -> Non
     assert [e for e in expected if f"tickwork/{e}" not in in_wheel] == []
     assert f"\nVersion: {VERSION}\n" in metadata
     assert not any(n.startswith(("ui/", "tests/", "docs/")) for n in in_wheel)
+
+
+def test_the_package_metadata_rates_9_of_10_and_the_readme_renders_on_the_index(
+    release: Release,
+) -> None:
+    rated = subprocess.run(
+        [sys.executable, "-m", "pyroma", "--min", "9", release.clone],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert rated.returncode == 0, rated.stdout + rated.stderr
+    with zipfile.ZipFile(release.wheel) as archive:
+        metadata = archive.read(f"tickwork-{VERSION}.dist-info/METADATA").decode()
+    for field in ("Keywords:", "Classifier: Typing :: Typed", "Project-URL: Source,"):
+        assert field in metadata, field
+    # the package index shows the README away from the repository: no relative link, and
+    # each link into the repository names a file this checkout has
+    readme = (release.clone / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    assert [link for link in links if not link.startswith(("https://", "#"))] == []
+    ours = re.compile(
+        r"https://(?:github\.com/tickwork/tickwork/(?:blob|tree)/main|"
+        r"raw\.githubusercontent\.com/tickwork/tickwork/main)/([^#]+)"
+    )
+    inside = [m.group(1) for link in links if (m := ours.match(link))]
+    assert inside and [p for p in inside if not (release.clone / p).exists()] == []
 
 
 def test_the_wheel_in_a_fresh_virtualenv_serves_and_runs_the_demo(
