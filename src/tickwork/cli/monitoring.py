@@ -4,8 +4,9 @@ the monitoring system's configuration."""
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from importlib import resources
+from typing import Annotated
 
 import typer
 
@@ -20,7 +21,7 @@ monitoring_cli = typer.Typer(
 )
 
 
-class Shipped(str, Enum):
+class Shipped(StrEnum):
     """A file of :mod:`tickwork.ops.monitoring`, by what it is."""
 
     ALERTS = "alerts"
@@ -47,11 +48,13 @@ def shipped(what: Shipped) -> str:
 
 @monitoring_cli.command("print")
 def monitoring_print(
-    what: Shipped = typer.Argument(
-        ...,
-        help="alerts: Prometheus rules (alerts.yml); alerts-test: their promtool unit tests"
-        " (alerts.test.yml, which reads alerts.yml beside it); grafana: the dashboard JSON.",
-    ),
+    what: Annotated[
+        Shipped,
+        typer.Argument(
+            help="alerts: Prometheus rules (alerts.yml); alerts-test: their promtool unit tests"
+            " (alerts.test.yml, which reads alerts.yml beside it); grafana: the dashboard JSON.",
+        ),
+    ],
 ) -> None:
     """Print one of the shipped files: `tickwork monitoring print alerts > tickwork.rules.yml`."""
     typer.echo(shipped(what), nl=False)

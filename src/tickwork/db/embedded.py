@@ -23,6 +23,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -63,7 +64,7 @@ def start(data_dir: Path, *, stop_at_exit: bool = True, listen_tcp: bool = False
     """
     data_dir = data_dir.expanduser().resolve()
     os.environ.setdefault("XDG_RUNTIME_DIR", str(Path("/tmp") / f"tickwork-run-{os.getuid()}"))
-    Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, exist_ok=True)
+    private_dir(Path(os.environ["XDG_RUNTIME_DIR"]))
     server = _servers.get(data_dir)
     if server is None:
         try:
@@ -88,6 +89,40 @@ def start(data_dir: Path, *, stop_at_exit: bool = True, listen_tcp: bool = False
             except psycopg.errors.DuplicateDatabase:
                 pass  # another process created it first
     return _socket_url(info, EMBEDDED_DATABASE)
+
+
+def private_dir(path: Path) -> None:
+    """Make ``path`` (the runtime directory, where the server's lock file and socket
+    directory go) as a directory only this user can open, or check that it is one.
+
+    A directory under ``/tmp`` can be made first by another user of the machine, who could
+    then read or replace what the server puts there: one that is a link, belongs to another
+    user, or that others may open is refused, naming what to do."""
+    try:
+        path.mkdir(mode=0o700, parents=False)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise DatabaseError(
+            f"cannot make the embedded PostgreSQL's runtime directory {path}: {exc}"
+        ) from exc
+    found = path.lstat()
+    uid = os.getuid()
+    problem = (
+        "is not a directory (a link or a file)"
+        if not stat.S_ISDIR(found.st_mode)
+        else f"belongs to uid {found.st_uid}, not to this user (uid {uid})"
+        if found.st_uid != uid
+        else f"can be opened by other users (mode {stat.S_IMODE(found.st_mode):04o}, not 0700)"
+        if found.st_mode & 0o077
+        else None
+    )
+    if problem is not None:
+        raise DatabaseError(
+            f"the embedded PostgreSQL's runtime directory {path} {problem}: another user may"
+            " have made it to reach this server's socket. Remove it, or set XDG_RUNTIME_DIR to"
+            " a directory only this user can open"
+        )
 
 
 def tcp_url(data_dir: Path) -> str | None:
