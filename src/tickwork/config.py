@@ -377,6 +377,10 @@ class AuthSettings(BaseModel):
         return self
 
 
+CORS_ORIGIN = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
+"""An origin as browsers send it: scheme, host (or bracketed IPv6) and optional port."""
+
+
 class ApiSettings(BaseModel):
     """Where ``tickwork serve`` listens."""
 
@@ -402,9 +406,21 @@ class ApiSettings(BaseModel):
     """Addresses (or CIDR networks) of reverse proxies whose X-Forwarded-For and
     X-Forwarded-Proto are believed; none by default, so a client cannot choose its own
     address (which login throttling counts by)."""
+    cors_origins: list[str] = Field(default_factory=list, max_length=100)
+    """Origins (``https://ops.example.com``) of front ends served elsewhere whose pages may
+    call the API with a bearer token (CORS); none by default, so a page of another origin
+    cannot read the API's answers. Exact origins only: no wildcard, no path. The refresh
+    cookie is never sent across origins either way."""
 
     @model_validator(mode="after")
     def _check(self) -> ApiSettings:
+        for origin in self.cors_origins:
+            if not CORS_ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"api.cors_origins ({origin!r}) must be origins: a scheme, a host and an"
+                    " optional port, like https://ops.example.com or http://localhost:5173"
+                    " (no wildcard, no path, no trailing slash)"
+                )
         for proxy in self.trusted_proxies:
             try:
                 ipaddress.ip_network(proxy, strict=False)

@@ -10,14 +10,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI
+from starlette.middleware.cors import CORSMiddleware
 
 from tickwork import __version__, web
 from tickwork.api import definitions, docs, events, identity, jobs, schedules, system, webhooks
 from tickwork.api import signals as signal_routes
+from tickwork.api.compression import Compress
 from tickwork.api.contract import declare
 from tickwork.api.gate import BODY_BUDGET_BYTES, Gate
 from tickwork.api.inputs import refuse_unstorable_parameters
 from tickwork.api.problems import install
+from tickwork.api.protocol import Protocol
 from tickwork.api.schemas import Problem
 from tickwork.api.security import PUBLIC, ROUTE_ROLES, Services, authorize, check_table
 from tickwork.api.throttle import Limiter
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
     from tickwork.signals.runtime import SignalRuntime
 
 __all__ = ["WEBHOOK_ROUTES", "create_api", "create_webhook_api"]
+
+CORS_MAX_AGE = 600
+"""Seconds a browser may keep a preflight's answer (``api.cors_origins``)."""
 
 WEBHOOK_ROUTES = (
     ("POST", "/api/webhooks/{id}/{token}"),
@@ -131,4 +137,17 @@ def _api(
         check_token=auth.check_bearer,
         budget=max(BODY_BUDGET_BYTES, app.settings.api.max_body_bytes),  # one body fits
     )
+    # large answers compressed for clients that ask (never an event stream, never a small
+    # one), then HEAD, OPTIONS and Cache-Control (tickwork.api.protocol), then CORS when set
+    api.add_middleware(Compress)
+    api.add_middleware(Protocol, api=api)
+    if app.settings.api.cors_origins:
+        api.add_middleware(
+            CORSMiddleware,
+            allow_origins=app.settings.api.cors_origins,
+            allow_methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["Retry-After", "Location"],
+            max_age=CORS_MAX_AGE,
+        )
     return api

@@ -7,6 +7,9 @@ no internet access: nothing it loads comes from another host.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import re
 from functools import cache
 from importlib import resources
 
@@ -15,7 +18,11 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 
 from tickwork.api.paths import mounted_at
+from tickwork.api.policy import CSP, HEADERS
 from tickwork.errors import NotFoundError
+
+INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
+"""A script written in the page (Swagger UI's start-up), allowed by its hash."""
 
 OPENAPI_PATH = "/api/openapi.json"
 DOCS_PATH = "/api/docs"
@@ -44,8 +51,23 @@ def install(api: FastAPI) -> None:
 
 
 async def docs(request: Request) -> HTMLResponse:
-    """Swagger UI on the OpenAPI document, every file it loads served by this API."""
-    prefix = mounted_at(request.scope)
+    """Swagger UI on the OpenAPI document, every file it loads served by this API, with the
+    dashboard's security headers: its one inline script allowed by its hash, nothing else."""
+    page = _swagger_page(mounted_at(request.scope))
+    inline = [m.group(1) for m in INLINE_SCRIPT.finditer(bytes(page.body).decode())]
+    hashes = " ".join(
+        f"'sha256-{base64.b64encode(hashlib.sha256(code.encode()).digest()).decode()}'"
+        for code in inline
+    )
+    policy = CSP.replace("script-src 'self'", f"script-src 'self' {hashes}").replace(
+        "style-src 'self'",
+        "style-src 'self' 'unsafe-inline'",  # Swagger UI styles inline
+    )
+    page.headers.update({**HEADERS, "Content-Security-Policy": policy})
+    return page
+
+
+def _swagger_page(prefix: str) -> HTMLResponse:
     return get_swagger_ui_html(
         openapi_url=prefix + OPENAPI_PATH,
         title="tickwork API",

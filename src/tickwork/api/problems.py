@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from tickwork.api.methods import allowed_methods
 from tickwork.api.paths import route_path
 from tickwork.db.driver_errors import DriverError, database_error
 from tickwork.errors import (
@@ -152,6 +153,29 @@ def _check_pool(request: Request) -> None:
 _checks: set[asyncio.Task[None]] = set()
 
 
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+async def _json_syntax(request: Request, error: Any) -> str:
+    """Where a body stops being JSON: line, column and character (the parser's offset is
+    in the error's location), and what the parser expected there; never the body itself."""
+    reason = str((error.get("ctx") or {}).get("error", "")) or "not JSON"
+    at = error["loc"][1] if len(error["loc"]) > 1 and isinstance(error["loc"][1], int) else None
+    if at is None:
+        return f"the request body is not valid JSON: {reason}"
+    text = (await request.body()).decode("utf-8", "replace")[:at]  # json's offset: characters
+    line = text.count("\n") + 1
+    column = at - (text.rfind("\n") + 1) + 1
+    return (
+        f"the request body is not valid JSON: {reason} at line {line}, column {column}"
+        f" (character {at})"
+    )
+
+
 def install(api: FastAPI) -> None:
     """Register the handlers that turn every error into problem details."""
 
@@ -174,6 +198,19 @@ def install(api: FastAPI) -> None:
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0]
+        if first["loc"][:1] == ("body",):
+            sent = request.headers.get("content-type")
+            if sent is not None and not _is_json(sent):
+                return problem(
+                    415,
+                    "Unsupported media type",
+                    "the request body must be JSON (Content-Type: application/json), not"
+                    f" {sent.split(';')[0].strip()[:SHOWN_INPUT]!r}",
+                    "body",
+                    headers={"Accept": "application/json"},
+                )
+            if first.get("type") == "json_invalid":
+                return problem(400, "Invalid request", await _json_syntax(request, first), "body")
         unknown = first.get("type") == "extra_forbidden"  # a field of any name: never echoed
         where = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path"))
         value = first.get("input")
@@ -193,7 +230,10 @@ def install(api: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
-        return problem(exc.status_code, str(exc.detail), str(exc.detail))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # every method the path takes, not one route's
+            headers["Allow"] = ", ".join(allowed_methods(request.app, request.scope))
+        return problem(exc.status_code, str(exc.detail), str(exc.detail), headers=headers)
 
     api.add_exception_handler(TickworkError, tickwork_error)
     api.add_exception_handler(DriverError, driver_error)

@@ -27,32 +27,15 @@ from importlib.resources.abc import Traversable
 
 from fastapi import FastAPI, Request, Response
 
-from tickwork.api.paths import mounted_at, route_path
+from tickwork.api.compression import accepts_gzip
+from tickwork.api.paths import CATCH_ALL, is_page, mounted_at, route_path
+from tickwork.api.policy import CSP as CSP  # re-exported: the policy the pages carry
+from tickwork.api.policy import HEADERS
 from tickwork.errors import NotFoundError
 
 DIST_PACKAGE = "tickwork.web"
 ASSET_CACHE = "public, max-age=31536000, immutable"
 PAGE_CACHE = "no-cache"
-CSP = "; ".join(
-    (
-        "default-src 'self'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "font-src 'self'",
-        "connect-src 'self'",
-        "object-src 'none'",
-        "base-uri 'none'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-    )
-)
-"""What a dashboard page may load: its own files and its own API, nothing inline."""
-HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-}
 MEDIA_TYPES = {
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
@@ -61,8 +44,6 @@ MEDIA_TYPES = {
     ".ico": "image/x-icon",
     ".woff2": "font/woff2",
 }
-NOT_PAGES = ("api/", "assets/")
-"""Paths under these are never the app's pages: an unknown one is a 404, not index.html."""
 NOT_BUILT = (
     "<!doctype html><title>tickwork</title><p>The dashboard is not built in this copy of"
     " tickwork: run <code>npm ci &amp;&amp; npm run build</code> in <code>ui/</code>, or"
@@ -79,7 +60,7 @@ def install(api: FastAPI) -> None:
     other route (the last one answers any other GET path with the app's page)."""
     api.add_api_route("/assets/{name}", asset, methods=["GET"], include_in_schema=False)
     api.add_api_route("/", page, methods=["GET"], include_in_schema=False)
-    api.add_api_route("/{path:path}", page, methods=["GET"], include_in_schema=False)
+    api.add_api_route(CATCH_ALL, page, methods=["GET"], include_in_schema=False)
 
 
 def _dist() -> Traversable:
@@ -100,24 +81,30 @@ def _index() -> bytes | None:
     return found.read_bytes() if found.is_file() else None
 
 
-async def asset(name: str) -> Response:
-    """A built file, by its hashed name."""
+async def asset(request: Request, name: str) -> Response:
+    """A built file, by its hashed name: its gzipped copy (made at build) to a client that
+    accepts gzip."""
     suffix = name[name.rfind(".") :] if "." in name else ""
     content = _asset(name) if suffix in MEDIA_TYPES else None
     if content is None:
         raise NotFoundError("dashboard file", name)
-    return Response(
-        content,
-        media_type=MEDIA_TYPES[suffix],
-        headers={"Cache-Control": ASSET_CACHE, "X-Content-Type-Options": "nosniff"},
-    )
+    headers = {
+        "Cache-Control": ASSET_CACHE,
+        "X-Content-Type-Options": "nosniff",
+        "Vary": "Accept-Encoding",
+    }
+    packed = _asset(name + ".gz") if accepts_gzip(request.headers.get("accept-encoding")) else None
+    if packed is not None:
+        content = packed
+        headers["Content-Encoding"] = "gzip"
+    return Response(content, media_type=MEDIA_TYPES[suffix], headers=headers)
 
 
 async def page(request: Request) -> Response:
     """The app's page for any path of the dashboard (its router shows the right one)."""
-    path = route_path(request.scope).lstrip("/")  # below the mount path
-    if path.startswith(NOT_PAGES):
-        raise NotFoundError("route", "/" + path)
+    path = route_path(request.scope)  # below the mount path
+    if not is_page(path):
+        raise NotFoundError("route", path)
     return Response(
         served_page(_index(), mounted_at(request.scope)),
         media_type="text/html; charset=utf-8",
