@@ -81,7 +81,7 @@ class Bounds:
     by_client: Counter[str] = field(default_factory=Counter)
     """Connections open right now per client key."""
     refused: Counter[str] = field(default_factory=Counter)
-    """Connections closed by a bound so far, by reason (logged at most once per reason)."""
+    """Connections closed by a bound so far, by reason."""
 
     @classmethod
     def of(cls, api: ApiSettings) -> Bounds:
@@ -128,14 +128,16 @@ class Bounds:
         return str(ip)
 
     def note_refused(self, reason: str, client: str | None) -> None:
-        """Count a connection a bound closed; the first of each reason is logged (an attack
-        makes thousands, and the log must not be the next thing it fills)."""
+        """Count a connection a bound closed; logged at the 1st, 10th, 100th ... of each
+        reason (an attack makes thousands, and the log must not be the next thing it fills)."""
         self.refused[reason] += 1
-        if self.refused[reason] == 1:
+        count = self.refused[reason]
+        if str(count).rstrip("0") == "1":
             log.warning(
-                "HTTP connection closed: %s (further ones are not logged)",
+                "HTTP connection closed: %s (%d so far)",
                 reason,
-                extra={"client": client, "reason": reason},
+                count,
+                extra={"client": client, "reason": reason, "count": count},
             )
 
 

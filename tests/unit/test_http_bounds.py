@@ -55,3 +55,14 @@ def test_bad_bounds_are_refused_naming_the_setting() -> None:
     with pytest.raises(ConfigError, match=r"api\.max_connections_per_client \(0\)"):
         load_settings(api={"max_connections_per_client": 0})
     assert load_settings(api={"port": 0, "probe_port": 0}).api.probe_port == 0
+
+
+def test_closed_connections_are_logged_at_powers_of_ten(caplog: pytest.LogCaptureFixture) -> None:
+    """An attack closes thousands: the log says so a few times, with the count."""
+    found = bounds()
+    with caplog.at_level("WARNING", logger="tickwork.serve"):
+        for _ in range(1000):
+            found.note_refused("a reason", "203.0.113.7")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"HTTP connection closed: a reason ({n} so far)" for n in (1, 10, 100, 1000)
+    ]
