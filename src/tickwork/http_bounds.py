@@ -30,7 +30,7 @@ from http import HTTPStatus
 from typing import Any
 
 import h11
-from starlette.responses import PlainTextResponse
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -44,6 +44,7 @@ log = logging.getLogger("tickwork.serve")
 
 PROBE_PATHS = frozenset({"/healthz", "/readyz"})
 """What an orchestrator asks: served on the reserved connections and the probe port."""
+PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBE_PORT_CONNECTIONS = 64
 """Connections the probe port serves at once (an orchestrator makes a few per period)."""
 LINGER = 2.0
@@ -142,10 +143,24 @@ class Bounds:
 
 
 def probes_only(app: ASGIApp, *, other: int = 503) -> ASGIApp:
-    """``app`` for :data:`PROBE_PATHS` only; anything else is answered ``other`` and the
-    connection closed (503: as uvicorn answers past its concurrency limit)."""
-    refusal = PlainTextResponse(
-        HTTPStatus(other).phrase, status_code=other, headers={"Connection": "close"}
+    """``app`` for :data:`PROBE_PATHS` only; anything else is answered ``other`` (a problem;
+    a 503 with ``Retry-After``) and the connection closed."""
+    headers = {"Connection": "close"} | ({"Retry-After": "1"} if other == 503 else {})
+    detail = (
+        "the server's connections are all taken; retry shortly"
+        if other == 503
+        else "this port serves only /healthz and /readyz"
+    )
+    refusal = JSONResponse(
+        {
+            "type": "about:blank",
+            "title": HTTPStatus(other).phrase,
+            "status": other,
+            "detail": detail,
+        },
+        status_code=other,
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers=headers,
     )
 
     async def gated(scope: Scope, receive: Receive, send: Send) -> None:
@@ -312,7 +327,7 @@ class BoundedProtocol(H11Protocol):
                 b'"detail":"the request body did not arrive in time"}'
             )
             headers = [
-                (b"content-type", b"application/problem+json"),
+                (b"content-type", PROBLEM_MEDIA_TYPE.encode()),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
             ]

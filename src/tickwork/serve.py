@@ -283,17 +283,16 @@ async def _serve(
             served = http_endpoint(app.settings, auth, rest, served)
             await held.enter_async_context(served.lifespan())
         api_settings = app.settings.api
-        listeners = [(served, sock, Bounds.of(api_settings))]
+        listeners = [("tickwork-api", served, sock, Bounds.of(api_settings))]
         if probe_sock is not None:  # the probes only, with connections of their own
+            probes = probes_only(served, other=404)
             listeners.append(
-                (probes_only(served, other=404), probe_sock, Bounds.probe_port(api_settings))
+                ("tickwork-probes", probes, probe_sock, Bounds.probe_port(api_settings))
             )
-        for asgi, listening_sock, bounds in listeners:
-            server = _Server(_http_config(asgi, host, listening_sock, bounds, app.settings.api))
+        for name, asgi, listening_sock, bounds in listeners:
+            server = _Server(_http_config(asgi, host, listening_sock, bounds, api_settings))
             servers.append(server)
-            api_task = asyncio.create_task(
-                server.serve(sockets=[listening_sock]), name="tickwork-api"
-            )
+            api_task = asyncio.create_task(server.serve(sockets=[listening_sock]), name=name)
             running.append(api_task)
             listening = asyncio.create_task(server.listening.wait())
             await asyncio.wait([listening, api_task], return_when=asyncio.FIRST_COMPLETED)
