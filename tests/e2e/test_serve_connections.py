@@ -163,7 +163,10 @@ def test_probes_answer_when_every_connection_is_taken(
             with client(url, OTHER_CLIENT) as other:
                 assert other.get("/healthz").status_code == 200
                 assert other.get("/readyz").status_code == 200
-                assert other.post("/api/auth/login", json=ADMIN).status_code == 503
+                refused = other.post("/api/auth/login", json=ADMIN)
+                assert refused.status_code == 503
+                assert refused.headers["content-type"] == "application/problem+json"
+                assert refused.headers["retry-after"] == "1"
             assert not any(map(at_eof, held))  # the 20 are served in full: none was dropped
 
 
