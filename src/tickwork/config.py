@@ -94,6 +94,16 @@ DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
 DEFAULT_MAX_CONNECTIONS = 2048
 DEFAULT_DATABASE_WAIT = 5.0
 """Seconds an API request waits for a database connection before it answers 503."""
+
+# the HTTP server's connection bounds (serve.py, http_bounds.py)
+DEFAULT_HEADER_TIMEOUT = 10.0
+"""Seconds a connection has to send a request's complete headers (from its first byte)."""
+DEFAULT_BODY_TIMEOUT = 20.0
+DEFAULT_BODY_MIN_RATE = 500
+"""Bytes per second that extend the body's time by one second each (Apache's MinRate)."""
+DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
+DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 100
+DEFAULT_PROBE_RESERVE = 32
 DEFAULT_ACCESS_TOKEN_TTL = 900.0
 MAX_ACCESS_TOKEN_TTL = 900.0
 DEFAULT_REFRESH_TOKEN_TTL = 30 * 24 * 3600.0
@@ -397,9 +407,9 @@ class ApiSettings(BaseModel):
     database_wait: float = Field(DEFAULT_DATABASE_WAIT, gt=0, le=300, allow_inf_nan=False)
     """Seconds a request waits for a database connection; then it answers 503."""
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1, le=1_000_000)
-    """Connections (and requests in progress) served at once; past it requests answer 503.
-    Keep it below the process's open-file limit; a reverse proxy in front should also
-    limit connections and idle clients."""
+    """Connections served at once; past it a new connection may ask only the probes
+    (``probe_reserve``) or is closed. Keep it plus ``probe_reserve`` below the process's
+    open-file limit."""
     webhook_rate: int = Field(60, ge=1, le=1_000_000)
     """Calls of one definition's webhook a process accepts per minute; past it 429."""
     trusted_proxies: list[str] = Field(default_factory=list)
@@ -412,6 +422,35 @@ class ApiSettings(BaseModel):
     cannot read the API's answers. Exact origins only: no wildcard, no path. The refresh
     cookie is never sent across origins either way."""
 
+    # the HTTP server's connection bounds (docs/security.md, "Connections")
+    header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0, le=3600, allow_inf_nan=False)
+    """Seconds a connection has to send a request's complete headers, counted from its
+    first byte (from when it connects, for its first request); then it is closed. An idle
+    new connection and one that sends its headers a byte at a time end here."""
+    body_timeout: float = Field(DEFAULT_BODY_TIMEOUT, gt=0, le=3600, allow_inf_nan=False)
+    """Seconds a request body has to arrive, plus one for every ``body_min_rate`` bytes
+    received; past it the request is answered 408 and the connection closed."""
+    body_min_rate: int = Field(DEFAULT_BODY_MIN_RATE, ge=0, le=1024**3)
+    """Bytes per second a body must keep up to earn more time than ``body_timeout`` (0: a
+    body gets ``body_timeout`` whatever its size)."""
+    keep_alive_timeout: float = Field(
+        DEFAULT_KEEP_ALIVE_TIMEOUT, gt=0, le=3600, allow_inf_nan=False
+    )
+    """Seconds a connection may stay idle between requests before it is closed."""
+    max_connections_per_client: int = Field(DEFAULT_MAX_CONNECTIONS_PER_CLIENT, ge=1, le=1_000_000)
+    """Connections one client address (an IPv6 client: its /64) may hold open; a further one
+    is closed at once. Connections from ``trusted_proxies`` are not capped (the proxy sees
+    the real clients and should cap them); ``max_connections`` still counts them."""
+    probe_reserve: int = Field(DEFAULT_PROBE_RESERVE, ge=0, le=1_000_000)
+    """Connections past ``max_connections`` accepted only for ``/healthz`` and ``/readyz``
+    (anything else on them answers 503); past these too, a new connection is closed at once."""
+    probe_port: int | None = Field(None, ge=0, le=65535)
+    """A second port that serves only ``/healthz`` and ``/readyz``, with connections of its
+    own, for an orchestrator's probes (Kubernetes: point the probes here and do not expose it
+    in the Service); unset: none (0: any free one)."""
+    probe_host: str | None = None
+    """The address of ``probe_port``; unset: ``host``."""
+
     @model_validator(mode="after")
     def _check(self) -> ApiSettings:
         for origin in self.cors_origins:
@@ -421,6 +460,10 @@ class ApiSettings(BaseModel):
                     " optional port, like https://ops.example.com or http://localhost:5173"
                     " (no wildcard, no path, no trailing slash)"
                 )
+        if self.probe_port is not None and self.probe_port != 0 and self.probe_port == self.port:
+            raise ValueError(
+                f"api.probe_port ({self.probe_port}) must differ from api.port ({self.port})"
+            )
         for proxy in self.trusted_proxies:
             try:
                 ipaddress.ip_network(proxy, strict=False)

@@ -7,9 +7,10 @@ in the database and everything they do is idempotent, so any number of ``serve``
 processes may share one database. SIGTERM (or SIGINT) stops the API, drains the executor and
 exits; a second one skips the grace period (in-flight attempts are released at once).
 
-The API's address is bound before anything else starts: when it cannot be (another process
-listens on the port), ``serve`` says so in one line and exits with :data:`EXIT_CANNOT_LISTEN`,
-having started no service and touched no database.
+The API's address (and the probe port's, ``api.probe_port``) is bound before anything else
+starts: when it cannot be (another process listens on the port), ``serve`` says so in one line
+and exits with :data:`EXIT_CANNOT_LISTEN`, having started no service and touched no database.
+The HTTP server bounds its connections itself (:mod:`tickwork.http_bounds`).
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ from typing import TYPE_CHECKING, Any, TextIO
 import uvicorn
 
 from tickwork.errors import ConfigError, TickworkError
+from tickwork.http_bounds import Bounds, bounded_protocol, probes_only
 from tickwork.runtimes import available
 from tickwork.services.host import SERVICE_ROLES
 from tickwork.worker.run import exit_past_running_handlers, handle_stop_signals
 
 if TYPE_CHECKING:
     from tickwork.app import App
+    from tickwork.config import ApiSettings
     from tickwork.worker.worker import Worker
 
 log = logging.getLogger("tickwork.serve")
@@ -95,6 +98,29 @@ class _Server(uvicorn.Server):
         yield
 
 
+def _http_config(
+    asgi: Any, host: str, sock: socket.socket, bounds: Bounds, api: ApiSettings
+) -> uvicorn.Config:
+    """uvicorn's configuration of one listener: tickwork's bounded h11 protocol (whatever
+    else is installed: the bounds are written for it), no WebSockets (no route uses them),
+    and the connection caps in the protocol rather than uvicorn's ``limit_concurrency``,
+    which answers 503 to the probes too."""
+    return uvicorn.Config(
+        asgi,
+        host=host,
+        port=sock.getsockname()[1],
+        http=bounded_protocol(bounds),
+        ws="none",
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        # forwarded headers only from configured proxies: anyone else could choose the
+        # address that login throttling counts attempts by
+        proxy_headers=bool(api.trusted_proxies),
+        forwarded_allow_ips=list(api.trusted_proxies),
+    )
+
+
 def parse_roles(text: str | None) -> frozenset[str]:
     """``api,executor,...`` as a set; an unknown role is refused, naming it."""
     if text is None:
@@ -136,16 +162,24 @@ def run(app: App, options: ServeOptions, out: TextIO = sys.stdout) -> None:
     if "executor" in options.roles:
         queues = executor_queues(app, options)
         available.refuse_runtime_queues(app.settings.worker.queues if queues is None else queues)
-    sock = None
+    sock = probe_sock = None
+    api = app.settings.api
     if options.roles & LISTENING_ROLES:
-        host = options.host or app.settings.api.host
-        sock = listen(host, options.port if options.port is not None else app.settings.api.port)
+        host = options.host or api.host
+        sock = listen(host, options.port if options.port is not None else api.port)
+        if api.probe_port is not None:
+            try:
+                probe_sock = listen(api.probe_host or host, api.probe_port)
+            except CannotListen:
+                sock.close()
+                raise
     started: list[Worker] = []
     try:
-        asyncio.run(_serve(app, options, out, sock, started))
+        asyncio.run(_serve(app, options, out, (sock, probe_sock), started))
     finally:
-        if sock is not None:
-            sock.close()
+        for opened in (sock, probe_sock):
+            if opened is not None:
+                opened.close()
         for worker in started:  # also after an error: a stuck handler would hold the exit
             exit_past_running_handlers(worker)
 
@@ -162,11 +196,12 @@ async def _serve(
     app: App,
     options: ServeOptions,
     out: TextIO,
-    sock: socket.socket | None,
+    socks: tuple[socket.socket | None, socket.socket | None],
     started: list[Worker],
 ) -> None:
     from tickwork.auth import AuthService
 
+    sock, probe_sock = socks
     await asyncio.to_thread(app.migrate)
     if sock is not None:  # imported here, not in the loop once the services run: the seconds
         await asyncio.to_thread(_import_api, options.roles)  # it takes would hold them up
@@ -198,10 +233,10 @@ async def _serve(
         stop.set()
         if signals > 1:  # a second signal skips the grace period and the open requests
             services.request_stop(immediate=True)
-            if server is not None:
+            for server in servers:
                 server.force_exit = True
 
-    server: _Server | None = None
+    servers: list[_Server] = []
     sessions: asyncio.Task[None] | None = None
     handle_stop_signals(loop, on_signal)
 
@@ -247,27 +282,23 @@ async def _serve(
 
             served = http_endpoint(app.settings, auth, rest, served)
             await held.enter_async_context(served.lifespan())
-        config = uvicorn.Config(
-            served,
-            host=host,
-            port=port,
-            log_config=None,
-            access_log=False,
-            lifespan="off",
-            # forwarded headers only from configured proxies: anyone else could choose the
-            # address that login throttling counts attempts by
-            limit_concurrency=app.settings.api.max_connections,
-            proxy_headers=bool(app.settings.api.trusted_proxies),
-            forwarded_allow_ips=list(app.settings.api.trusted_proxies),
-        )
-        server = _Server(config)
-        api_task = asyncio.create_task(server.serve(sockets=[sock]), name="tickwork-api")
-        running.append(api_task)
-        listening = asyncio.create_task(server.listening.wait())
-        await asyncio.wait([listening, api_task], return_when=asyncio.FIRST_COMPLETED)
-        if api_task.done():
-            listening.cancel()
-            await api_task  # it could not start: say why
+        api_settings = app.settings.api
+        listeners = [("tickwork-api", served, sock, Bounds.of(api_settings))]
+        if probe_sock is not None:  # the probes only, with connections of their own
+            probes = probes_only(served, other=404)
+            listeners.append(
+                ("tickwork-probes", probes, probe_sock, Bounds.probe_port(api_settings))
+            )
+        for name, asgi, listening_sock, bounds in listeners:
+            server = _Server(_http_config(asgi, host, listening_sock, bounds, api_settings))
+            servers.append(server)
+            api_task = asyncio.create_task(server.serve(sockets=[listening_sock]), name=name)
+            running.append(api_task)
+            listening = asyncio.create_task(server.listening.wait())
+            await asyncio.wait([listening, api_task], return_when=asyncio.FIRST_COMPLETED)
+            if api_task.done():
+                listening.cancel()
+                await api_task  # it could not start: say why
         url = app.settings.api.public_url or f"http://{address(host, port)}"
         if "api" in options.roles:
             print(f"tickwork is serving on {url} (API docs: {url}/api/docs)", file=out)
@@ -275,6 +306,9 @@ async def _serve(
             print(f"tickwork is serving webhooks on {url}/api/webhooks/", file=out)
         if "mcp" in options.roles:
             print(f"MCP endpoint: {url}/mcp (a personal API token as bearer token)", file=out)
+        if probe_sock is not None:
+            probe_at = address(api_settings.probe_host or host, probe_sock.getsockname()[1])
+            print(f"probes: http://{probe_at}/healthz and /readyz", file=out)
     print(f"roles: {', '.join(sorted(options.roles))}", file=out, flush=True)
     if runtimes:
         print(f"runtimes: {', '.join(runtimes)}", file=out, flush=True)
@@ -283,7 +317,7 @@ async def _serve(
     done, _ = await asyncio.wait([stopper, *running], return_when=asyncio.FIRST_COMPLETED)
     crashed = [t for t in done if t is not stopper and t.exception() is not None]
     log.info("stopping", extra={"reason": "crash" if crashed else "signal"})
-    if server is not None:
+    for server in servers:
         server.should_exit = True
     services.request_stop()
     background_stop.set()

@@ -6,7 +6,8 @@ is checked against its operation's declaration (code, problem body, required hea
 test fails on a code that was returned but is not declared, and on a code that is declared
 but was never provoked. Codes every operation of a kind can return are provoked for each:
 401 without a token, 403 with a VIEWER's, 413 with a body past the limit, 400 with a
-malformed parameter or body, 503 from an API whose database is out of reach. The others
+malformed parameter or body, 503 from an API whose database is out of reach, 408 from
+``serve``'s HTTP server for a body that never arrives. The others
 (404, 409, 429, the 401/403 of the public routes) each have a request of their own below.
 ``test_openapi_fuzz`` also checks generated requests against the document.
 """
@@ -30,6 +31,9 @@ from tickwork import App
 from tickwork.api import create_api
 from tickwork.api.security import ROUTE_ROLES
 from tickwork.auth import AuthService, Role
+from tickwork.http_bounds import Bounds
+from tickwork.serve import _http_config
+from tickwork.serve import _Server as Server  # uvicorn with an event once it listens
 from tickwork.signals import Reactor, ReactorContext, Signal
 
 from .api_support import BASE_URL, PASSWORD, Api, email, start_api
@@ -93,6 +97,16 @@ class Contract:
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         answer = await client.request(operation[0], url, headers=headers, **request)
+        return self.judge(operation, url, answer, expect)
+
+    def judge(
+        self,
+        operation: Operation,
+        url: str,
+        answer: httpx.Response,
+        expect: int | frozenset[int],
+    ) -> httpx.Response:
+        """Record ``answer`` to ``operation``, and what is wrong with it (as :meth:`ask`)."""
         code = answer.status_code
         self.observed[operation].add(code)
         said = f"{operation[0]} {url}: {code} {answer.text[:300]}"
@@ -220,6 +234,43 @@ async def unreachable(contract: Contract, api: Api) -> None:
                     await contract.ask(client, operation, url, token, 503, **request)
         finally:
             await pool.close()
+
+
+async def timeouts(contract: Contract, api: Api) -> None:
+    """408 of every operation that declares it: the API under ``serve``'s HTTP server (its
+    bounded protocol, a short body timeout), asked with a body that never arrives."""
+    settings = api.app.settings.api.model_copy(update={"body_timeout": 0.05})
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        server = Server(_http_config(api.api, "127.0.0.1", sock, Bounds.of(settings), settings))
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        try:
+            await asyncio.wait_for(server.listening.wait(), HANG_GUARD)
+            for operation in contract.operations():
+                if "408" not in contract.declared(operation):
+                    continue
+                url = concrete(operation[1], "1")
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(
+                    f"{operation[0]} {url} HTTP/1.1\r\nHost: testserver\r\n"
+                    f"Authorization: Bearer {api.tokens[Role.ADMIN]}\r\n"
+                    "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{".encode()
+                )
+                raw = await asyncio.wait_for(reader.read(), HANG_GUARD)  # to the server's close
+                writer.close()
+                head, _, body = raw.partition(b"\r\n\r\n")
+                status, *lines = head.decode("latin-1").split("\r\n")
+                answer = httpx.Response(
+                    int(status.split()[1]),
+                    headers=[tuple(line.split(": ", 1)) for line in lines],
+                    content=body,
+                )
+                contract.judge(operation, url, answer, 408)
+        finally:
+            server.should_exit = True
+            await serving
 
 
 async def refusals(contract: Contract, api: Api, sql: psycopg.Connection[Any]) -> None:
@@ -454,6 +505,7 @@ async def test_every_operation_declares_exactly_the_codes_it_can_return(
     await structural(contract, api)
     await refusals(contract, api, sql)
     await unreachable(contract, api)
+    await timeouts(contract, api)
     assert not contract.wrong, "\n".join(contract.wrong)
     never = contract.never_provoked()
     assert not never, "\n".join(never)

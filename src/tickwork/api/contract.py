@@ -7,7 +7,8 @@ The API's structure gives most codes, the same for every operation of a kind:
 - 401: one that takes a token (:data:`~tickwork.api.security.ROUTE_ROLES`); 403: one that
   needs more than VIEWER;
 - 413: a method with a body (the gate reads every POST/PUT/PATCH/DELETE body, and refuses
-  one past the limit before routing);
+  one past the limit before routing); 408 for the same, from ``serve``'s HTTP server, when
+  the body does not arrive in time (:mod:`tickwork.http_bounds`);
 - 503: one that asks the database (all but :data:`WITHOUT_DATABASE`).
 
 A route declares the rest on its decorator with :func:`answer`: 404 for an unknown id or
@@ -37,6 +38,8 @@ STRUCTURAL: dict[int, str] = {
     400: "Invalid input: a malformed parameter or body (the problem names the field)",
     401: "Not authenticated: no bearer token, or one that is invalid, expired or revoked",
     403: "Forbidden: the caller's role is below the one this operation needs",
+    408: "Request Timeout: the body did not arrive within api.body_timeout (the connection is"
+    " closed)",
     413: "Request body too large",
     503: "Database unavailable (retry after Retry-After seconds)",
 }
@@ -91,7 +94,7 @@ def declare(schema: dict[str, Any], roles: dict[tuple[str, str], Role | None]) -
             else:
                 operation["security"] = []  # the bearer scheme is on every route but these
             if key[0] in BODY_METHODS:
-                codes.add(413)
+                codes |= {408, 413}
             if key not in WITHOUT_DATABASE:
                 codes.add(503)
             for code in codes:
