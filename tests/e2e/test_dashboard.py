@@ -323,10 +323,11 @@ def test_the_event_stream_tells_what_changed(served: str) -> None:
     seen: list[tuple[str, str]] = []
     with (
         httpx.Client(base_url=served, timeout=START_GUARD) as client,
-        client.stream("GET", "/api/events", headers=headers) as stream,
+        client.stream("GET", "/api/events", headers=headers) as stream,  # asks for gzip
     ):
         assert stream.status_code == 200
         assert stream.headers["content-type"].startswith("text/event-stream")
+        assert "content-encoding" not in stream.headers  # a stream is never compressed
         lines = stream.iter_lines()
         assert next(lines) == ": tickwork events"  # the listener is starting
         job = enqueue(served, "ui.ok")
@@ -356,6 +357,28 @@ def test_the_event_stream_tells_what_changed(served: str) -> None:
             assert next(readers[-1]) == ": tickwork events"  # registered
         refused = c.get("/api/events", headers=headers)
         assert refused.status_code == 429 and "10 event streams" in refused.text
+
+
+def test_the_api_docs_render_under_their_security_policy(browser: Browser, served: str) -> None:
+    """Swagger UI at /api/docs, with the dashboard's headers and its one inline script allowed
+    by hash: the operations show and the policy refuses nothing (a refusal is a console
+    error). HEAD answers the probes, the metrics and the page as a monitor sends it."""
+    page = browser.browser.new_page(base_url=served)
+    page.on(
+        "console", lambda m: browser.errors.append(f"docs: {m.text}") if m.type == "error" else None
+    )
+    page.on("pageerror", lambda e: browser.errors.append(f"docs: {e}"))
+    answer = page.goto("/api/docs")
+    assert (
+        answer is not None and "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+    )
+    playwright_api.expect(page.locator(".opblock").first).to_be_visible()
+    playwright_api.expect(page.get_by_text("/api/jobs", exact=True).first).to_be_visible()
+    page.close()
+    assert browser.errors == [], "\n".join(browser.errors)
+    for path in ("/healthz", "/readyz", "/metrics", "/"):
+        head = httpx.head(f"{served}{path}")
+        assert head.status_code == 200 and head.content == b"", path
 
 
 def test_an_administrator_works_every_page(browser: Browser, served: str, app: App) -> None:
