@@ -1,0 +1,176 @@
+"""A script run cannot outlive, out-see or out-fill its run: real scripts try what an
+attacker's would (``setsid`` in its three forms, a Python fork + ``setsid``, reading another
+run's environment through ``/proc``, filling ``/tmp`` and ``/dev/shm``, holding processes),
+and the machine is looked at from outside afterwards (docs/definitions.md, "Script runs and
+their isolation")."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tickwork.config import ScriptRuntimeSettings
+from tickwork.definitions.templates import Variables
+from tickwork.errors import RunFailed
+from tickwork.runtimes import sandbox
+from tickwork.runtimes import script as script_runtime
+
+from ..processes import kill_marked, marked
+
+contained = pytest.mark.skipif(
+    not sandbox.containment(ScriptRuntimeSettings()).namespaces,
+    reason="this machine cannot make a run's namespaces (docs/definitions.md: the fallback)",
+)
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A word only this test's script processes carry in their command line."""
+    made = f"tickwork-escape-{secrets.token_hex(6)}"
+    yield made
+    kill_marked(made)
+
+
+def settings(**fields: Any) -> ScriptRuntimeSettings:
+    return ScriptRuntimeSettings(kill_grace=0.5, **fields)
+
+
+async def run(
+    language: str,
+    source: str,
+    *,
+    exec_timeout: float = 60,
+    variables: Variables | None = None,
+    names: list[str] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    spec = {"language": language, "source": source, "variables": names or []}
+    return await script_runtime.run(
+        spec,
+        exec_timeout=exec_timeout,
+        variables=variables or Variables({}),
+        settings=settings(**fields),
+    )
+
+
+ESCAPES = {
+    "setsid-background": ("bash", "setsid sh -c 'sleep 1000; : {m}' &\necho left"),
+    "setsid-fork": ("bash", "setsid -f sh -c 'sleep 1000; : {m}'\necho left"),
+    "setsid-subshell": ("bash", "( setsid sh -c 'sleep 1000; : {m}' & )\necho left"),
+    "python-fork-setsid": (
+        "python",
+        "import os\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    os.execv('/bin/sh', ['sh', '-c', 'sleep 1000; : {m}'])\n"
+        "print('left')\n",
+    ),
+}
+
+
+@contained
+@pytest.mark.parametrize("form", list(ESCAPES))
+async def test_a_process_that_left_the_scripts_session_ends_with_the_run(
+    form: str, marker: str
+) -> None:
+    language, source = ESCAPES[form]
+    done = await run(language, source.replace("{m}", marker))
+    assert done["stdout"] == "left\n"
+    assert marked(marker) == []  # gone when the run returned: no wait, no grace
+
+
+@contained
+async def test_a_process_that_left_the_scripts_session_ends_at_the_timeout(
+    marker: str,
+) -> None:
+    source = f"setsid -f sh -c 'sleep 1000; : {marker}'\nsleep 1000 # {marker}\n"
+    with pytest.raises(RunFailed, match="longer than exec_timeout"):
+        await run("bash", source, exec_timeout=1)
+    assert marked(marker) == []
+
+
+@contained
+async def test_a_run_cannot_read_another_runs_environment_or_see_its_processes(
+    shared_dir: Path,
+) -> None:
+    secret = f"s3cret-{secrets.token_hex(8)}"
+    holder = (
+        f"touch {shared_dir}/holding\n"
+        f"while [ ! -e {shared_dir}/looked ]; do sleep 0.01; done\n"
+    )
+    looker = (
+        f"while [ ! -e {shared_dir}/holding ]; do sleep 0.01; done\n"
+        "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c s3cret- || true\n"
+        "ls /proc | grep -c '^[0-9]'\n"
+        f"touch {shared_dir}/looked\n"
+    )
+    held = asyncio.create_task(
+        run(
+            "bash",
+            holder,
+            variables=Variables({"api.token": secret}, secrets=(secret,)),
+            names=["api.token"],
+        )
+    )
+    try:
+        looked = await run("bash", looker)
+    finally:
+        (shared_dir / "looked").touch()
+        await held
+    found, processes = looked["stdout"].split()
+    assert found == "0"  # the holder's environment is nowhere in the looker's /proc
+    assert int(processes) < 10  # its own few: timeout, bash, the pipeline
+
+
+@contained
+async def test_temp_space_is_the_runs_own_capped_and_gone_after_it(marker: str) -> None:
+    places = ("/tmp", "/var/tmp", "/dev/shm")
+    source = "".join(f"echo kept > {place}/{marker}\n" for place in places) + (
+        f"head -c 16M /dev/zero > /dev/shm/{marker}-big\n"
+    )
+    with pytest.raises(RunFailed, match="No space left on device"):
+        await run("bash", source, tmp_bytes=8 * 1024**2)
+    for place in places:
+        assert not Path(place, marker).exists()
+        assert not Path(place, f"{marker}-big").exists()
+
+
+@contained
+async def test_a_script_sees_its_work_directory_and_temp_space() -> None:
+    source = 'pwd; echo "$HOME $TMPDIR"; echo *; df -k /tmp | tail -1 | awk \'{print $2}\'\n'
+    done = await run("bash", source, tmp_bytes=8 * 1024**2)
+    cwd, home_tmp, listing, size = done["stdout"].split("\n", 3)
+    assert cwd == sandbox.WORK_DIR and home_tmp == f"{sandbox.WORK_DIR} /tmp"
+    assert "script.sh" in listing and "trigger.json" in listing
+    assert size.split()[-1] == str(8 * 1024)
+
+
+@contained
+@pytest.mark.skipif(os.geteuid() != 0, reason="a per-run process cap needs a cgroup (root)")
+async def test_a_run_holding_many_processes_does_not_stop_another(
+    shared_dir: Path, marker: str
+) -> None:
+    # a uid of this test's own (like the fork bomb's): before per-run caps, the limit
+    # counted every process of the script user on the machine
+    own = {"processes": 64, "uid": 1_100_000 + os.getpid()}
+    holder = (
+        f"i=0; while [ $i -lt 60 ]; do (exec -a {marker} sleep 1000) & i=$((i+1)); done\n"
+        f"touch {shared_dir}/holding\n"
+        f"while [ ! -e {shared_dir}/ran ]; do sleep 0.01; done\n"
+    )
+    held = asyncio.create_task(run("bash", holder, **own))
+    try:
+        while not (shared_dir / "holding").exists() and not held.done():
+            await asyncio.sleep(0.01)  # a condition polled: the holder holds its processes
+        other = await run("bash", "sh -c 'echo ran'", **own)
+        assert other["stdout"] == "ran\n"
+    finally:
+        (shared_dir / "ran").touch()
+        await held
+    assert marked(marker) == []
