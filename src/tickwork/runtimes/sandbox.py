@@ -25,6 +25,7 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ __all__ = [
     "Containment",
     "command",
     "containment",
+    "end",
     "remove_cgroup",
     "run_cgroup",
 ]
@@ -134,7 +136,7 @@ def _probe(isolation: str) -> Containment:
     if any(shutil.which(tool) is None for tool in tools) or not _can_unshare(as_root):
         return Containment(False, False, None, lost_namespaces)
     cgroups = _cgroups() if as_root else None
-    missing = () if cgroups is not None else (
+    missing: tuple[str, ...] = () if cgroups is not None else (
         "no per-run process cap: RLIMIT_NPROC counts every process of the script user, so "
         "a run holding many processes makes other runs' forks fail while it runs",
     )  # fmt: skip
@@ -269,3 +271,17 @@ def command(
         *drop,
         *script,
     ]
+
+
+def end(unshare_pid: int) -> bool:
+    """SIGKILL a run's namespace init (``unshare``'s one child): the kernel then kills every
+    process of the namespace, and ``unshare`` returns only once they are all gone. False
+    when there is none to kill (it ended already, or this kernel does not list children)."""
+    try:
+        children = Path(f"/proc/{unshare_pid}/task/{unshare_pid}/children").read_text().split()
+    except OSError:
+        return False
+    for child in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(child), signal.SIGKILL)
+    return bool(children)

@@ -376,6 +376,11 @@ async def run(
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(settings.kill_grace):
                     await _exit_status(proc, math.inf)
+            if contained.namespaces and sandbox.end(proc.pid):
+                # unshare returns once its namespace is empty: nothing of the run is left
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(settings.kill_grace + 1.0):
+                        await _exit_status(proc, math.inf)
             _kill_group(proc.pid, signal.SIGKILL)
             readers.cancel()
             _close_pipes(proc)
