@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,3 +230,83 @@ async def test_a_cancelled_run_ends_with_everything_it_started(marker: str) -> N
     with pytest.raises(asyncio.CancelledError):
         await running
     assert marked(marker) == []
+
+
+PRELOAD = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((constructor)) static void loaded(void) {
+    char line[32];
+    int fd = open(LOADED, O_WRONLY | O_APPEND);
+    if (fd >= 0) {
+        snprintf(line, sizeof line, "%d\n", (int)geteuid());
+        write(fd, line, strlen(line));
+        close(fd);
+    }
+}
+"""
+
+
+@pytest.fixture
+def preload(shared_dir: Path) -> tuple[Path, Path]:
+    """A library that, loaded into a process, appends its effective uid to a file: the
+    library and the file."""
+    if shutil.which("cc") is None:
+        pytest.skip("builds a library to preload (cc)")
+    loaded = shared_dir / "loaded"
+    loaded.touch()
+    loaded.chmod(0o666)
+    source = shared_dir / "preload.c"
+    source.write_text(PRELOAD)
+    library = shared_dir / "preload.so"
+    built = subprocess.run(
+        ["cc", "-shared", "-fPIC", f'-DLOADED="{loaded}"', "-o", str(library), str(source)],
+        capture_output=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    library.chmod(0o755)
+    return library, loaded
+
+
+@contained
+async def test_a_scripts_environment_never_reaches_what_runs_as_root(
+    preload: tuple[Path, Path],
+) -> None:
+    """The namespaces are made as root: a variable such as LD_PRELOAD reaches the script
+    (as the script user), never ``unshare``, ``mount`` or ``setpriv``."""
+    library, loaded = preload
+    done = await run(
+        "bash",
+        "echo ran",
+        variables=Variables({"LD_PRELOAD": str(library)}),
+        names=["LD_PRELOAD"],
+    )
+    assert done["stdout"] == "ran\n"
+    euids = loaded.read_text().split()
+    assert euids and "0" not in euids, euids
+
+
+async def test_a_variables_value_reaches_the_script_byte_for_byte() -> None:
+    odd = "it's $(id) `id` \\ \"q\"\nline two\n'"
+    done = await run(
+        "python",
+        "import os, sys; sys.stdout.write(os.environ['odd_value'])",
+        variables=Variables({"odd.value": odd}),
+        names=["odd.value"],
+    )
+    assert done["stdout"] == odd
+
+
+async def test_a_script_sees_exactly_the_allowed_environment() -> None:
+    done = await run(
+        "python",
+        "import os; print(' '.join(sorted(os.environ)))",
+        variables=Variables({"region.name": "eu-1"}),
+        names=["region.name"],
+    )
+    assert done["stdout"].split() == [
+        "HOME", "LANG", "PATH", "TICKWORK_TRIGGER", "TMPDIR", "region_name"
+    ]  # fmt: skip

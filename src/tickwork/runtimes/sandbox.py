@@ -23,12 +23,13 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import secrets
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,7 @@ __all__ = [
     "command",
     "containment",
     "end",
+    "environment",
     "remove_cgroup",
     "run_cgroup",
 ]
@@ -81,7 +83,22 @@ exec "$@"
 """
 """The namespace's first process, as root in it: join the run's cgroup (before anything
 forks), mount the temp space, copy the run's files in from the worker's working directory
-(the current directory, still reached under the new ``/tmp``), and become the script."""
+(the current directory, still reached under the new ``/tmp``), and become the script user.
+Its environment is :data:`ROOT_ENV` alone: nothing of the script's reaches a program that
+runs as root (a variable named ``LD_PRELOAD`` would load a library into ``mount``)."""
+ENV_STAGE = r"""text=
+while IFS= read -r line; do text="$text$line
+"; done
+exec </dev/null
+unset PWD OLDPWD
+eval "$text"
+exec "$@"
+"""
+"""As the script user: the script's environment read from stdin (:func:`environment`, shell
+``export`` lines, nothing on disk or in a command line), then ``prlimit`` and the script."""
+ROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+"""The environment ``unshare`` starts with (what runs as root sees)."""
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,8 +286,26 @@ def command(
         str(gid),
         *limits,
         *drop,
+        "/bin/sh",
+        "-c",
+        ENV_STAGE,
+        "tickwork-env",
+        *limits,
         *script,
     ]
+
+
+def environment(env: Mapping[str, str]) -> bytes:
+    """The script's environment as :data:`ENV_STAGE` reads it: one ``export`` a variable,
+    each value single-quoted (a quote in it closed, escaped and reopened). ValueError on a
+    name the shell cannot export."""
+    lines = []
+    for name, value in env.items():
+        if not ENV_NAME.match(name):
+            raise ValueError(f"environment name {name[:64]!r} cannot be exported")
+        quoted = value.replace("'", "'\\''")
+        lines.append(f"export {name}='{quoted}'\n")
+    return "".join(lines).encode()
 
 
 def end(unshare_pid: int) -> bool:

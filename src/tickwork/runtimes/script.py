@@ -196,6 +196,14 @@ async def _exit_status(proc: asyncio.subprocess.Process, hard_deadline: float) -
     return proc.returncode
 
 
+async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
+    """Write ``data`` to the run's stdin and close it (a run that ended first: nothing)."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stdin.write(data)
+        await stdin.drain()
+    stdin.close()
+
+
 def _close_pipes(proc: asyncio.subprocess.Process) -> None:
     """Close this side of the script's pipes: a process that left its group and still
     writes gets EPIPE, and the transport is done with."""
@@ -351,17 +359,22 @@ async def run(
             else [*limits, *timed]
         )
         tmpdir = sandbox.TEMP_ROOT if contained.namespaces else workdir
+        env = _environment(spec, seen_dir, tmpdir, variables, found.env)
         proc = await asyncio.create_subprocess_exec(
             *argv,
-            stdin=asyncio.subprocess.DEVNULL,
+            # in namespaces, the script's environment comes on stdin, past what runs as root
+            stdin=asyncio.subprocess.PIPE if contained.namespaces else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=workdir,
-            env=_environment(spec, seen_dir, tmpdir, variables, found.env),
+            env=sandbox.ROOT_ENV if contained.namespaces else env,
             process_group=0,
             close_fds=True,
             **user,
         )
+        feeder = None
+        if proc.stdin is not None:
+            feeder = asyncio.create_task(_feed(proc.stdin, sandbox.environment(env)))
         out = _Stream(settings.max_output_bytes, bytearray())
         err = _Stream(settings.max_output_bytes, bytearray())
         assert proc.stdout is not None and proc.stderr is not None
@@ -390,6 +403,8 @@ async def run(
             _kill_group(proc.pid, signal.SIGKILL)
             if reporter is not None:
                 reporter.cancel()
+            if feeder is not None:
+                feeder.cancel()
         try:
             async with asyncio.timeout(settings.kill_grace + 1.0):
                 await readers
