@@ -310,3 +310,10 @@ async def test_a_script_sees_exactly_the_allowed_environment() -> None:
     assert done["stdout"].split() == [
         "HOME", "LANG", "PATH", "TICKWORK_TRIGGER", "TMPDIR", "region_name"
     ]  # fmt: skip
+
+
+def test_an_environment_name_the_shell_cannot_export_is_refused() -> None:
+    assert sandbox.environment({"A_1": "it's"}) == b"export A_1='it'\\''s'\n"
+    for bad in ("1A", "A B", "A;id", "A=B", ""):
+        with pytest.raises(ValueError, match="cannot be exported"):
+            sandbox.environment({bad: "x"})
