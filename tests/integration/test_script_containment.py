@@ -317,3 +317,26 @@ def test_an_environment_name_the_shell_cannot_export_is_refused() -> None:
     for bad in ("1A", "A B", "A;id", "A=B", ""):
         with pytest.raises(ValueError, match="cannot be exported"):
             sandbox.environment({bad: "x"})
+
+
+@contained
+@pytest.mark.skipif(os.geteuid() != 0, reason="run cgroups are made as root")
+def test_a_cgroup_a_killed_worker_left_is_removed_at_the_next_start() -> None:
+    parent = sandbox.containment(settings()).cgroups
+    if parent is None:
+        pytest.skip("no writable pids cgroup here")
+    dead = subprocess.Popen(["true"])  # a pid no process has any more
+    dead.wait()
+    left = parent / f"{sandbox.CGROUP_PREFIX}{dead.pid}-left"
+    mine = parent / f"{sandbox.CGROUP_PREFIX}{os.getpid()}-mine"  # a live worker's run
+    left.mkdir()
+    mine.mkdir()
+    try:
+        sandbox._found.cache_clear()
+        sandbox.containment(settings())
+        assert not left.exists() and mine.exists()
+    finally:
+        sandbox._found.cache_clear()
+        for made in (left, mine):
+            if made.exists():
+                made.rmdir()

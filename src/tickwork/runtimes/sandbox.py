@@ -57,7 +57,8 @@ SHARED_TEMP_DIRS = ("/var/tmp", "/dev/shm", "/run/lock")
 too (bound onto each that exists)."""
 CGROUP_PREFIX = "tickwork-run-"
 STALE_CGROUP = 2 * 3600.0
-"""A run's cgroup older than this was left by a killed worker (see script.STALE_AFTER)."""
+"""A run's cgroup older than this was left by a killed worker (see script.STALE_AFTER);
+so was one whose worker (named in it) is gone."""
 NAMESPACES = (
     "--pid",
     "--fork",
@@ -218,11 +219,15 @@ def _read(path: str) -> str:
 
 
 def _sweep(parent: Path) -> None:
+    """Remove the run cgroups killed workers left: the worker that made one (its pid is in
+    the name) is gone, or it is older than any run. A cgroup a process is in is never
+    removed (the kernel refuses)."""
     cutoff = time.time() - STALE_CGROUP
     for left in parent.glob(f"{CGROUP_PREFIX}*"):
-        with contextlib.suppress(OSError):
-            if left.stat().st_mtime < cutoff:
-                left.rmdir()  # refused while a process is in it
+        maker = left.name.removeprefix(CGROUP_PREFIX).split("-", 1)[0]
+        with contextlib.suppress(OSError, ValueError):
+            if not Path(f"/proc/{int(maker)}").exists() or left.stat().st_mtime < cutoff:
+                left.rmdir()
 
 
 def run_cgroup(parent: Path, processes: int) -> Path:

@@ -257,6 +257,13 @@ def _hand_over(workdir: str, owner: tuple[int, int] | None) -> None:
     os.chmod(workdir, 0o700)
 
 
+def _clean_up(workdir: str, cgroup: Path | None) -> None:
+    """Remove what the worker made for a run: its working directory, its cgroup."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    if cgroup is not None:
+        sandbox.remove_cgroup(cgroup)
+
+
 def _sandbox(settings: ScriptRuntimeSettings) -> dict[str, Any]:
     """Who the script runs as: an unprivileged user when the worker is root."""
     if os.geteuid() != 0:
@@ -413,9 +420,8 @@ async def run(
         _close_pipes(proc)
         duration = time.monotonic() - started
     finally:
-        await asyncio.to_thread(shutil.rmtree, workdir, ignore_errors=True)
-        if cgroup is not None:
-            await asyncio.to_thread(sandbox.remove_cgroup, cgroup)
+        # shielded: a second cancel (a shutdown's) must not leave the directory or cgroup
+        await asyncio.shield(asyncio.to_thread(_clean_up, workdir, cgroup))
     metrics.script_output(language, out.size, err.size)
     result: dict[str, Any] = variables.masked(
         {
