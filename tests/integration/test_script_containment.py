@@ -202,9 +202,9 @@ def test_namespaces_asked_for_where_the_machine_cannot_are_refused_at_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sandbox._found.cache_clear()
-    monkeypatch.setattr(sandbox, "_can_unshare", lambda as_root: False)
+    monkeypatch.setattr(sandbox, "_cannot_unshare", lambda as_root: "unshare failed: EPERM")
     try:
-        with pytest.raises(ConfigError, match=r"runtimes\.scripts\.isolation"):
+        with pytest.raises(ConfigError, match=r"runtimes\.scripts\.isolation.*EPERM"):
             sandbox.containment(settings(isolation="namespaces"))
         assert not sandbox.containment(settings()).namespaces  # auto: the fallback
     finally:

@@ -144,15 +144,18 @@ def _probe(isolation: str) -> Containment:
     lost_namespaces = (
         "processes that leave the script's process group (setsid) outlive the run",
         "runs as the same user see each other's processes and environments in /proc",
-        "/tmp, /var/tmp and /dev/shm are the machine's: what a run writes there stays, "
-        "limited per file only",
+        "/tmp, /var/tmp, /dev/shm and /run/lock are the machine's: what a run writes there "
+        "stays, limited per file only",
     )
     if isolation == "process_group":
         return Containment(False, False, None, lost_namespaces)
     as_root = os.geteuid() == 0
     tools = ("unshare", "setpriv", "install", "mount")
-    if any(shutil.which(tool) is None for tool in tools) or not _can_unshare(as_root):
-        return Containment(False, False, None, lost_namespaces)
+    absent = [tool for tool in tools if shutil.which(tool, path=ROOT_ENV["PATH"]) is None]
+    why = f"{', '.join(absent)} not installed (util-linux, coreutils)" if absent else None
+    why = why or _cannot_unshare(as_root)
+    if why is not None:
+        return Containment(False, False, None, (f"no namespaces: {why}", *lost_namespaces))
     cgroups = _cgroups() if as_root else None
     missing: tuple[str, ...] = () if cgroups is not None else (
         "no per-run process cap: RLIMIT_NPROC counts every process of the script user, so "
@@ -163,7 +166,8 @@ def _probe(isolation: str) -> Containment:
     return Containment(True, as_root, cgroups, missing)
 
 
-def _can_unshare(as_root: bool) -> bool:
+def _cannot_unshare(as_root: bool) -> str | None:
+    """Why this process cannot make a run's namespaces and mount in them (None: it can)."""
     user = () if as_root else ("--user", "--map-root-user")
     try:
         made = subprocess.run(
@@ -171,13 +175,17 @@ def _can_unshare(as_root: bool) -> bool:
              "tickwork-probe", "/tmp"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=ROOT_ENV,
             timeout=10,
             check=False,
         )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return made.returncode == 0
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unshare failed: {exc}"
+    if made.returncode != 0:
+        said = made.stderr.decode(errors="replace").strip()[:200]
+        return f"unshare {'--user ' if user else ''}failed: {said}"
+    return None
 
 
 def _cgroups() -> Path | None:
