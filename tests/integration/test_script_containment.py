@@ -143,6 +143,13 @@ async def test_temp_space_is_the_runs_own_capped_and_gone_after_it(marker: str) 
 
 
 @contained
+async def test_empty_files_beyond_the_temp_spaces_share_fail_too() -> None:
+    source = "i=0; while [ $i -lt 5000 ]; do : > /tmp/f$i || exit 3; i=$((i+1)); done"
+    with pytest.raises(RunFailed, match="No space left on device"):
+        await run("bash", source, tmp_bytes=1024**2)
+
+
+@contained
 async def test_a_script_sees_its_work_directory_and_temp_space() -> None:
     source = "pwd; echo \"$HOME $TMPDIR\"; echo *; df -k /tmp | tail -1 | awk '{print $2}'\n"
     done = await run("bash", source, tmp_bytes=8 * 1024**2)

@@ -55,6 +55,9 @@ WORK_DIR = "/tmp/work"
 SHARED_TEMP_DIRS = ("/var/tmp", "/dev/shm", "/run/lock")
 """The other directories any user may write to on a Debian system: the run's temp space
 too (bound onto each that exists)."""
+INODE_BYTES = 4096
+"""A run's temp space holds one file (inode) per this many bytes of it: empty files cost
+the kernel memory the size does not count."""
 CGROUP_PREFIX = "tickwork-run-"
 STALE_CGROUP = 2 * 3600.0
 """A run's cgroup older than this was left by a killed worker (see script.STALE_AFTER);
@@ -70,10 +73,10 @@ NAMESPACES = (
     "private",
 )
 STAGE = r"""set -eu
-cgroup=$1 size=$2 uid=$3 gid=$4
-shift 4
+cgroup=$1 size=$2 inodes=$3 uid=$4 gid=$5
+shift 5
 if [ -n "$cgroup" ]; then echo $$ > "$cgroup/cgroup.procs"; fi
-mount -t tmpfs -o "size=$size,mode=1777,nosuid,nodev" tickwork-run /tmp
+mount -t tmpfs -o "size=$size,nr_inodes=$inodes,mode=1777,nosuid,nodev" tickwork-run /tmp
 for shared in /var/tmp /dev/shm /run/lock; do
   if [ -d "$shared" ] && [ ! -L "$shared" ]; then mount --bind /tmp "$shared"; fi
 done
@@ -295,6 +298,7 @@ def command(
         "tickwork-run",
         str(cgroup or ""),
         str(settings.tmp_bytes),
+        str(max(settings.tmp_bytes // INODE_BYTES, 1024)),
         str(uid),
         str(gid),
         *limits,
