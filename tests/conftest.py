@@ -26,6 +26,9 @@ from tickwork import App, Outcome, Worker
 
 from .integration.tcp_proxy import tcp_target
 
+SHARED_PARENT = Path(__file__).parent / ".shared"
+"""Where :func:`shared_dir` makes its directories (ignored by git)."""
+
 TABLES = (
     "audit_events",
     "executions",
@@ -138,8 +141,10 @@ def db_env(database_url: str, schema: str) -> dict[str, str]:
 @pytest.fixture
 def shared_dir() -> Iterator[Path]:
     """A directory any user may write to: scripts run as an unprivileged user when the
-    tests run as root."""
-    made = Path(tempfile.mkdtemp(prefix="tickwork-test-"))
+    tests run as root. Not in the system's temp directories: a script's ``/tmp``,
+    ``/var/tmp`` and ``/dev/shm`` are its own (docs/definitions.md)."""
+    SHARED_PARENT.mkdir(mode=0o755, exist_ok=True)
+    made = Path(tempfile.mkdtemp(prefix="tickwork-test-", dir=SHARED_PARENT))
     made.chmod(0o777)
     yield made
     shutil.rmtree(made, ignore_errors=True)

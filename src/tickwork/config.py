@@ -659,7 +659,18 @@ class ScriptRuntimeSettings(BaseModel):
     """RLIMIT_AS of each script process. node and groovy (the JVM) reserve address space up
     front and need about 1 GiB of it to start (see docs/definitions.md)."""
     processes: int = Field(256, ge=1)
-    """RLIMIT_NPROC: processes of the script user at once (a fork bomb stops here)."""
+    """Processes of one run at once (a fork bomb stops here): its own pids cgroup's
+    ``pids.max`` when the worker is root, else RLIMIT_NPROC (every process of the script
+    user on the machine)."""
+    isolation: Literal["auto", "namespaces", "process_group"] = "auto"
+    """How a run is contained: ``namespaces`` (its own PID, mount and IPC namespaces, a
+    private temp space; refused at start-up when this machine cannot make them),
+    ``process_group`` (the older containment: a process group and ``timeout`` only), or
+    ``auto``: namespaces when the machine can, else process_group with a warning naming
+    what is not contained (docs/definitions.md)."""
+    tmp_bytes: int = Field(256 * 1024**2, ge=1024**2)
+    """The size of a run's private temp space: one tmpfs (in memory) that is its ``/tmp``,
+    ``/var/tmp``, ``/dev/shm``, ``/run/lock`` and its working directory; gone with it."""
     file_bytes: int = Field(64 * 1024**2, ge=0)
     """RLIMIT_FSIZE: the largest file a script may write."""
     max_output_bytes: int = Field(64 * 1024, ge=0, le=16 * 1024 * 1024)

@@ -20,7 +20,7 @@ import pytest
 from tickwork import App
 from tickwork.definitions import admin
 
-from ..processes import alive
+from ..processes import marked
 from . import queues_app
 from .support import serving, spawner, tickwork, wait_for
 
@@ -87,12 +87,14 @@ def test_definitions_commands_store_change_and_run(
 def test_a_killed_runtime_workers_script_ends_at_its_timeout_and_the_run_is_reclaimed(
     db_env: dict[str, str], clean: None, tmp_path: Path, shared_dir: Path
 ) -> None:
-    # the first attempt starts a long sleep and waits on it; a later one succeeds at once
+    # the first attempt starts a long sleep (one that left its session too) and waits on
+    # it; a later one succeeds at once
+    marker = f"tickwork-orphan-{os.getpid()}-{shared_dir.name}"
     source = (
         f"if [ -e {shared_dir}/first ]; then echo again; exit 0; fi\n"
         f"touch {shared_dir}/first\n"
-        f"sleep 300 & echo $! > {shared_dir}/sleep.tmp && mv {shared_dir}/sleep.tmp "
-        f"{shared_dir}/sleep\n"
+        f"setsid -f sh -c 'sleep 300; : {marker}'\n"
+        f"(exec -a {marker} sleep 300) & touch {shared_dir}/sleep\n"
         "wait\n"
     )
     given = tmp_path / "long.json"
@@ -115,11 +117,11 @@ def test_a_killed_runtime_workers_script_ends_at_its_timeout_and_the_run_is_recl
         job_id = int(ran.stdout.split()[2])
         pid_file = shared_dir / "sleep"
         wait_for(pid_file.exists, "the script started its sleep")
-        background = int(pid_file.read_text())
+        assert marked(marker)
         first.send_signal(signal.SIGKILL)
         first.wait()
         # nothing the dead worker started outlives the run's exec_timeout
-        wait_for(lambda: not alive(background), "the orphaned script's sleep ended")
+        wait_for(lambda: not marked(marker), "the orphaned script's sleeps ended")
         spawn("second")
 
         def state() -> Any:

@@ -11,6 +11,7 @@ from typing import TypeVar
 from tickwork.config import RUNTIME_NAMES, RuntimeSettings
 from tickwork.definitions.records import HTTP_TASK, RUNTIME_QUEUES, RUNTIME_TASKS, SCRIPT_TASK
 from tickwork.errors import ConfigError, RuntimeMissing
+from tickwork.runtimes import sandbox
 from tickwork.runtimes.script import interpreter
 
 log = logging.getLogger("tickwork.runtimes")
@@ -18,11 +19,14 @@ V = TypeVar("V")
 
 
 def check(name: str, settings: RuntimeSettings) -> str:
-    """The runtime's queue; RuntimeMissing when this machine lacks its interpreter."""
+    """The runtime's queue; RuntimeMissing when this machine lacks its interpreter. A
+    script runtime's containment is found here, at start-up (a warning naming what this
+    machine does not contain; ConfigError when ``isolation`` asks for what it cannot)."""
     if name not in RUNTIME_QUEUES:
         raise ConfigError(f"runtime ({name!r}): choose from {', '.join(RUNTIME_NAMES)}")
     if name != "http":
         interpreter(name, settings.scripts)
+        sandbox.containment(settings.scripts)
     return RUNTIME_QUEUES[name]
 
 

@@ -1,14 +1,15 @@
 """The script runtime: one run of a script definition, isolated.
 
-A script runs in a fresh working directory (removed afterwards), as its own process group,
-with an environment built from an allow-list (PATH, LANG, HOME and TMPDIR set to the work
-directory) plus the variables it names: never the worker's environment (its database URL,
-its secrets). As root, it runs as an unprivileged user (``runtimes.scripts.uid``/``gid``).
-Its limits (CPU time, address space, processes, file size) are set by ``prlimit`` and its
-time by coreutils' ``timeout``, which kills the whole group at ``exec_timeout`` even when the
-worker itself was killed meanwhile: no script outlives its timeout. Output is capped while
-it streams. When the run is cancelled (a cancel, a shutdown, the job's own timeout), the
-group gets SIGTERM, then SIGKILL after ``kill_grace``.
+A script runs in a fresh working directory (removed afterwards), contained as
+:mod:`tickwork.runtimes.sandbox` finds this machine can (its own namespaces and temp space,
+else its own process group), with an environment built from an allow-list (PATH, LANG, HOME
+set to the work directory, TMPDIR) plus the variables it names: never the worker's
+environment (its database URL, its secrets). As root, it runs as an unprivileged user
+(``runtimes.scripts.uid``/``gid``). Its limits (CPU time, address space, processes, file
+size) are set by ``prlimit`` and its time by coreutils' ``timeout``, which ends it at
+``exec_timeout`` even when the worker itself was killed meanwhile: no script outlives its
+timeout. Output is capped while it streams. When the run is cancelled (a cancel, a shutdown,
+the job's own timeout), the group gets SIGTERM, then SIGKILL after ``kill_grace``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import json
 import math
 import os
+import resource
 import shutil
 import signal
 import tempfile
@@ -33,6 +35,7 @@ from tickwork.definitions.templates import Variables
 from tickwork.errors import RunFailed, RuntimeMissing
 from tickwork.limits import storable
 from tickwork.ops import metrics
+from tickwork.runtimes import sandbox
 from tickwork.worker.progress import PROGRESS_INTERVAL
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -103,13 +106,17 @@ def interpreter(language: str, settings: ScriptRuntimeSettings) -> Interpreter:
 
 
 def _environment(
-    spec: Mapping[str, Any], workdir: str, variables: Variables, extra: Mapping[str, str]
+    spec: Mapping[str, Any],
+    workdir: str,
+    tmpdir: str,
+    variables: Variables,
+    extra: Mapping[str, str],
 ) -> dict[str, str]:
     env = {
         "PATH": BASE_PATH,
         "LANG": "C.UTF-8",
         "HOME": workdir,
-        "TMPDIR": workdir,
+        "TMPDIR": tmpdir,
         "TICKWORK_TRIGGER": str(Path(workdir, TRIGGER_FILE)),
     }
     for name in spec.get("variables", []):
@@ -189,6 +196,14 @@ async def _exit_status(proc: asyncio.subprocess.Process, hard_deadline: float) -
     return proc.returncode
 
 
+async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
+    """Write ``data`` to the run's stdin and close it (a run that ended first: nothing)."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        stdin.write(data)
+        await stdin.drain()
+    stdin.close()
+
+
 def _close_pipes(proc: asyncio.subprocess.Process) -> None:
     """Close this side of the script's pipes: a process that left its group and still
     writes gets EPIPE, and the transport is done with."""
@@ -242,6 +257,13 @@ def _hand_over(workdir: str, owner: tuple[int, int] | None) -> None:
     os.chmod(workdir, 0o700)
 
 
+def _clean_up(workdir: str, cgroup: Path | None) -> None:
+    """Remove what the worker made for a run: its working directory, its cgroup."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    if cgroup is not None:
+        sandbox.remove_cgroup(cgroup)
+
+
 def _sandbox(settings: ScriptRuntimeSettings) -> dict[str, Any]:
     """Who the script runs as: an unprivileged user when the worker is root."""
     if os.geteuid() != 0:
@@ -291,10 +313,13 @@ async def run(
     output's tails while the script runs."""
     language: str = spec["language"]
     found = interpreter(language, settings)
+    contained = sandbox.containment(settings)
     started = time.monotonic()
     deadline = started + exec_timeout
-    sandbox = _sandbox(settings)
-    owner = (settings.uid, settings.gid) if sandbox else None
+    # in namespaces, setpriv drops to the script user after the temp space is mounted
+    user = {} if contained.namespaces else _sandbox(settings)
+    owner = (settings.uid, settings.gid) if user else None
+    cgroup: Path | None = None
     workdir, script = await asyncio.to_thread(
         _prepare, settings.workdir, FILE_NAMES[language], spec["source"], trigger or {}
     )
@@ -304,32 +329,59 @@ async def run(
             await _transpile(found.transpiler, script, compiled, deadline)
             script = compiled
         await asyncio.to_thread(_hand_over, workdir, owner)
-        remaining = max(deadline - time.monotonic(), 0.1)
-        argv = (
+        if contained.cgroups is not None:
+            cgroup = await asyncio.to_thread(
+                sandbox.run_cgroup, contained.cgroups, settings.processes
+            )
+        # the cgroup caps the run's processes; RLIMIT_NPROC, which counts every process of
+        # the user, is left at the worker's own hard limit (raising it needs a capability)
+        nproc = str(settings.processes)
+        if cgroup is not None:
+            hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+            nproc = "unlimited" if hard == resource.RLIM_INFINITY else str(hard)
+        limits = (
             "prlimit",
             f"--cpu={settings.cpu_seconds}",
             f"--as={settings.memory_bytes}",
-            f"--nproc={settings.processes}",
+            f"--nproc={nproc}",
             f"--fsize={settings.file_bytes}",
             "--core=0",
             "--",
+        )
+        seen_dir = sandbox.WORK_DIR if contained.namespaces else workdir
+        remaining = max(deadline - time.monotonic(), 0.1)
+        timed = (
             "timeout",
+            # in namespaces, the end of `timeout` (the namespace's init) ends every process
+            # of the run; --foreground keeps it in the group the worker signals
+            *(("--foreground",) if contained.namespaces else ()),
             f"--kill-after={settings.kill_grace}s",
             f"{remaining:.3f}s",
             *found.argv,
-            str(script),
+            str(Path(seen_dir, script.name)),
         )
+        argv = (
+            sandbox.command(contained, settings, cgroup, limits, timed)
+            if contained.namespaces
+            else [*limits, *timed]
+        )
+        tmpdir = sandbox.TEMP_ROOT if contained.namespaces else workdir
+        env = _environment(spec, seen_dir, tmpdir, variables, found.env)
         proc = await asyncio.create_subprocess_exec(
             *argv,
-            stdin=asyncio.subprocess.DEVNULL,
+            # in namespaces, the script's environment comes on stdin, past what runs as root
+            stdin=asyncio.subprocess.PIPE if contained.namespaces else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=workdir,
-            env=_environment(spec, workdir, variables, found.env),
+            env=sandbox.ROOT_ENV if contained.namespaces else env,
             process_group=0,
             close_fds=True,
-            **sandbox,
+            **user,
         )
+        feeder = None
+        if proc.stdin is not None:
+            feeder = asyncio.create_task(_feed(proc.stdin, sandbox.environment(env)))
         out = _Stream(settings.max_output_bytes, bytearray())
         err = _Stream(settings.max_output_bytes, bytearray())
         assert proc.stdout is not None and proc.stderr is not None
@@ -344,6 +396,11 @@ async def run(
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(settings.kill_grace):
                     await _exit_status(proc, math.inf)
+            if contained.namespaces and sandbox.end(proc.pid):
+                # unshare returns once its namespace is empty: nothing of the run is left
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(settings.kill_grace + 1.0):
+                        await _exit_status(proc, math.inf)
             _kill_group(proc.pid, signal.SIGKILL)
             readers.cancel()
             _close_pipes(proc)
@@ -353,6 +410,8 @@ async def run(
             _kill_group(proc.pid, signal.SIGKILL)
             if reporter is not None:
                 reporter.cancel()
+            if feeder is not None:
+                feeder.cancel()
         try:
             async with asyncio.timeout(settings.kill_grace + 1.0):
                 await readers
@@ -361,7 +420,8 @@ async def run(
         _close_pipes(proc)
         duration = time.monotonic() - started
     finally:
-        await asyncio.to_thread(shutil.rmtree, workdir, ignore_errors=True)
+        # shielded: a second cancel (a shutdown's) must not leave the directory or cgroup
+        await asyncio.shield(asyncio.to_thread(_clean_up, workdir, cgroup))
     metrics.script_output(language, out.size, err.size)
     result: dict[str, Any] = variables.masked(
         {
