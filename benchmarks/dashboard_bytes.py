@@ -65,7 +65,8 @@ def main() -> None:
         print(f"{path:60} {plain[path] / 1000:8.1f} kB {packed[path] / 1000:8.1f} kB")
     total_plain, total_packed = sum(plain.values()), sum(packed.values())
     print(
-        f"{len(urls)} files: {total_plain / 1e6:.2f} MB uncompressed, {total_packed / 1e6:.2f} MB gzip"
+        f"{len(urls)} files: {total_plain / 1e6:.2f} MB uncompressed,"
+        f" {total_packed / 1e6:.2f} MB gzip"
     )
 
 
