@@ -38,7 +38,7 @@ STRUCTURAL: dict[int, str] = {
     401: "Not authenticated: no bearer token, or one that is invalid, expired or revoked",
     403: "Forbidden: the caller's role is below the one this operation needs",
     413: "Request body too large",
-    503: "Database unavailable (retry after Retry-After seconds)",
+    503: "Database unavailable, or the request deadline passed (retry after Retry-After seconds)",
 }
 
 HEADERS: dict[int, dict[str, Any]] = {

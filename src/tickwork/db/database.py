@@ -7,8 +7,8 @@ The pools of the API and the background services (:meth:`Database.pool`,
 :meth:`Database.async_pool`) are bounded by the server: ``statement_timeout`` and
 ``idle_in_transaction_session_timeout`` are sent at connect (``settings.statement_timeout``,
 ``settings.idle_in_transaction_timeout``); a worker's own pools, its LISTEN connection and
-the one-off connections are not. The async pool refuses callers at once while the database
-refuses connections (:mod:`tickwork.db.reach`).
+the one-off connections are not. The async pool an API opens refuses callers at once while
+the database refuses connections (:mod:`tickwork.db.reach`).
 
 Behind a transaction pooler (``database_pooler = "transaction"``) consecutive statements of
 one pooled connection may run in different server sessions, so the pooled connections keep no
@@ -355,6 +355,7 @@ class Database:
         pool = ReachingPool(
             url,
             reach=reach,
+            refuse=timeout is not None,  # an API's pool: a refusing database answers at once
             min_size=self.settings.pool_min_size,
             max_size=max(max_size or 0, self.settings.pool_max_size),
             kwargs=self.bounded_kwargs(url),

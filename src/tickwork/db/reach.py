@@ -7,6 +7,11 @@ long to answer 503. Here the pool's connects report to a :class:`Reach`: a calle
 no idle connection is refused at once for :data:`REFUSING_FOR` seconds after a refused
 connect, and one that is already waiting is refused by the next refused connect. The pool's
 own background retries go on, and the first connect that succeeds ends it.
+
+Only the pool an API opens (with its ``api.database_wait``) refuses so, and the services that
+share it in ``serve``, which try again on their own; an application's own calls (``enqueue``
+from a web request) keep waiting for a connection up to the pool's 30 s, through a database
+restart.
 """
 
 from __future__ import annotations
@@ -75,12 +80,14 @@ class ReachingPool(AsyncConnectionPool[Any]):
     ``PoolTimeout``) instead of waiting while the database refuses connections; its
     connection class reports to :attr:`reach`."""
 
-    def __init__(self, *args: Any, reach: Reach, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, reach: Reach, refuse: bool = True, **kwargs: Any) -> None:
         self.reach = reach
+        self.refuse = refuse
+        """Whether callers are refused at once (else they wait, as psycopg_pool's do)."""
         super().__init__(*args, **kwargs)
 
     async def getconn(self, timeout: float | None = None) -> Any:
-        if self.get_stats().get("pool_available", 0):
+        if not self.refuse or self.get_stats().get("pool_available", 0):
             return await super().getconn(timeout)  # an idle connection: no one waits
         reach = self.reach
         if reach.refusing():
