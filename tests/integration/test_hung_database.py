@@ -291,6 +291,13 @@ async def test_the_timeouts_are_on_the_api_and_services_pools_only(
             async with pool.connection() as conn:
                 cur = await conn.execute("SELECT current_setting('statement_timeout')")
                 assert await cur.fetchone() == ("0",)
+        # a vacuum runs on a connection of its own, without it (one cancelled loses its work)
+        from tickwork.queue.vacuum import vacuum_connection
+
+        pool = await the_app.db.async_pool()
+        async with vacuum_connection(pool, the_app.db.connect_async) as conn:
+            cur = await conn.execute("SELECT current_setting('statement_timeout')")
+            assert await cur.fetchone() == ("0",)
         off = App(database_url=database_url, schema=schema, statement_timeout=0)
         try:
             async with (await off.db.async_pool()).connection() as conn:
