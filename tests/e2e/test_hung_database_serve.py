@@ -20,7 +20,7 @@ import pytest
 from tickwork import App
 
 from ..figures import record
-from ..integration.test_hung_database import REQUESTS, SCHEMA, assert_503, stopped
+from ..integration.test_hung_database import REQUESTS, SCHEMA, assert_503
 from ..net import pgserver
 from .support import HANG_GUARD, free_port, serving
 
@@ -75,7 +75,7 @@ def test_a_serve_answers_every_request_while_its_database_is_stopped(
                     HANG_GUARD,
                 )
 
-        with stopped(own_server):
+        with pgserver.stopped(own_server):
             answers = asyncio.run(send_all())
         for answer, _ in answers:
             assert_503(answer)

@@ -20,12 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import signal
 import socket
 import time
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,7 +35,7 @@ from tickwork.auth import AuthService, Role
 
 from ..figures import record
 from ..net import pgserver
-from .api_support import BASE_URL, PASSWORD, Api, email
+from .api_support import BASE_URL, PASSWORD, Api, email, problem
 from .tcp_proxy import TcpProxy, tcp_target, through
 
 HANG_GUARD = 90.0
@@ -47,7 +44,6 @@ DEADLINE = 2.0
 """The API's request deadline in these tests (short, so a run takes seconds)."""
 REQUESTS = 12
 """Requests sent at once to the hung database, as the red team did."""
-PROBLEM = "application/problem+json"
 SCHEMA = "tickwork"
 
 
@@ -71,40 +67,6 @@ def own_server() -> Iterator[pgserver.Server]:
         server.stop()
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # the parent's pid follows the command's closing parenthesis and the state
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append(int(entry.name))
-    return found
-
-
-@contextlib.contextmanager
-def stopped(server: pgserver.Server) -> Iterator[list[int]]:
-    """The server's postmaster (first: it forks no backend after) and every process of it
-    stopped with SIGSTOP for the block, then continued."""
-    postmaster = server.process.pid
-    os.kill(postmaster, signal.SIGSTOP)
-    processes = [postmaster]
-    try:
-        for pid in _children(postmaster):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
-                processes.append(pid)
-        yield processes
-    finally:
-        for pid in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
-
-
 async def start_api(app: App) -> AsyncIterator[Api]:
     """The API of ``app`` over ASGI, an OPERATOR logged in (500s answered, not raised)."""
     pool = await app.db.async_pool(timeout=app.settings.api.database_wait)
@@ -124,13 +86,9 @@ async def start_api(app: App) -> AsyncIterator[Api]:
 
 def assert_503(answer: httpx.Response) -> dict[str, Any]:
     """A 503 problem with a Retry-After; its body."""
-    what = f"{answer.request.method} {answer.request.url.path}"
-    assert answer.status_code == 503, f"{what}: {answer.status_code} {answer.text}"
-    assert answer.headers["content-type"].startswith(PROBLEM), f"{what}: {answer.headers}"
+    body = problem(answer, 503)
     retry_after = answer.headers.get("retry-after", "")
-    assert retry_after.isdigit() and int(retry_after) >= 1, f"{what}: {answer.headers}"
-    body: dict[str, Any] = answer.json()
-    assert body["status"] == 503 and body["detail"], body
+    assert retry_after.isdigit() and int(retry_after) >= 1, answer.headers
     return body
 
 
@@ -162,7 +120,7 @@ async def test_every_request_answers_503_while_the_server_is_stopped(
         answer = await request
         return answer, time.monotonic() - started
 
-    with stopped(own_server) as processes:
+    with pgserver.stopped(own_server) as processes:
         assert len(processes) > 1, "no server process besides the postmaster to stop"
         requests = [
             timed(api.client.get("/api/jobs", headers=headers))
@@ -213,7 +171,7 @@ async def test_readyz_gives_up_within_its_half_second(
     pool = api.api.state.services.pool
     assert pool.get_stats().get("pool_available", 0) >= 1, "no idle connection to take"
     caplog.set_level(logging.WARNING, logger="tickwork.api")
-    with stopped(own_server):
+    with pgserver.stopped(own_server):
         started = time.monotonic()
         answer = await asyncio.wait_for(api.client.get("/readyz"), HANG_GUARD)
         took = time.monotonic() - started
