@@ -756,7 +756,8 @@ class App:
 
             host.add("scheduler", schedule, after_election=True)
         if "retention" in roles and settings.retention.enabled:
-            retention = Retention(pool, store, settings.retention)
+            # vacuums on connections of their own, without the pool's statement_timeout
+            retention = Retention(pool, store, settings.retention, connect=self.db.connect_async)
             host.add_singleton(
                 Role.RETENTION,
                 "retention",
@@ -764,7 +765,7 @@ class App:
                 interval=settings.retention.interval,
                 lease_settings=settings.leases,
             )
-            vacuum = JobVacuum(pool, store, settings.retention)
+            vacuum = JobVacuum(pool, store, settings.retention, connect=self.db.connect_async)
             if vacuum.enabled:
                 host.add_singleton(
                     Role.RETENTION,

@@ -45,6 +45,12 @@ DEFAULT_KEEPALIVES_IDLE = 5
 DEFAULT_KEEPALIVES_INTERVAL = 2
 DEFAULT_KEEPALIVES_COUNT = 3
 DEFAULT_TCP_USER_TIMEOUT = 15.0
+DEFAULT_STATEMENT_TIMEOUT = 30.0
+"""Seconds one statement of tickwork's own pools (the API's, the services') may run before
+the server cancels it."""
+DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = 60.0
+"""Seconds a session of those pools may sit idle inside a transaction before the server ends
+it (and its locks with it)."""
 MAX_KEEPALIVES_SECONDS = 32_767
 """Linux's largest TCP keepalive idle time and probe interval (seconds): libpq's
 ``setsockopt`` fails at connect beyond it."""
@@ -104,6 +110,8 @@ DEFAULT_BODY_MIN_RATE = 500
 DEFAULT_KEEP_ALIVE_TIMEOUT = 5.0
 DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 100
 DEFAULT_PROBE_RESERVE = 32
+DEFAULT_REQUEST_DEADLINE = 30.0
+"""Seconds an API request may take in all before it answers 503 (the event stream aside)."""
 DEFAULT_ACCESS_TOKEN_TTL = 900.0
 MAX_ACCESS_TOKEN_TTL = 900.0
 DEFAULT_REFRESH_TOKEN_TTL = 30 * 24 * 3600.0
@@ -406,6 +414,12 @@ class ApiSettings(BaseModel):
     """Larger request bodies are refused (413) before they are read."""
     database_wait: float = Field(DEFAULT_DATABASE_WAIT, gt=0, le=300, allow_inf_nan=False)
     """Seconds a request waits for a database connection; then it answers 503."""
+    request_deadline: float = Field(DEFAULT_REQUEST_DEADLINE, gt=0, le=3600, allow_inf_nan=False)
+    """Seconds a request may take in all, from its body read to its answer; past it the
+    request is abandoned (its database connection closed, never reused mid-statement) and
+    answered 503 with Retry-After. Bounds a database that stopped answering, which the
+    server-side ``statement_timeout`` cannot. The dashboard's event stream has bounds of its
+    own and is not cut."""
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1, le=1_000_000)
     """Connections served at once; past it a new connection may ask only the probes
     (``probe_reserve``) or is closed. Keep it plus ``probe_reserve`` below the process's
@@ -751,6 +765,18 @@ class Settings(BaseSettings):
     """Connections each pool opens at most."""
     connect_timeout: float = seconds(DEFAULT_CONNECT_TIMEOUT)
     """Seconds to wait for a new database connection."""
+    statement_timeout: float = seconds(DEFAULT_STATEMENT_TIMEOUT, zero=True)
+    """Seconds a statement on the pools of the API and the background services (scheduler,
+    signals, sweeps, retention, leases, the sampler, the App's calls) may run before the
+    server cancels it (PostgreSQL's ``statement_timeout``, sent at connect); 0: none. The
+    worker's claim and outcome connections, retention's vacuum and your handlers' own
+    connections are not bounded by it. Not sent behind a transaction pooler (set it on the
+    role, or PgBouncer's ``query_timeout``); the URL's ``options`` win over it."""
+    idle_in_transaction_timeout: float = seconds(DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, zero=True)
+    """Seconds a session of those pools may stay idle inside an open transaction (a stalled
+    process holding row locks) before the server ends it
+    (``idle_in_transaction_session_timeout``); 0: none. Not sent behind a transaction pooler
+    (PgBouncer's ``idle_transaction_timeout`` does it there)."""
     tcp: TcpSettings = Field(default_factory=lambda: TcpSettings())
     """TCP keepalives and the user timeout of database connections: how soon a dead link is
     noticed."""

@@ -235,6 +235,11 @@ def test_pooled_connections_send_no_session_settings(bouncer: Bouncer, schema: s
     try:
         kwargs = app.db.connection_kwargs(bouncer.pooled_url, jit="off")
         assert "options" not in kwargs and kwargs["prepare_threshold"] is None
+        # nor the statement timeouts of the API's and the services' pools (the role's, or
+        # PgBouncer's query_timeout, bound them there), and those pools connect
+        assert "options" not in app.db.bounded_kwargs(bouncer.pooled_url)
+        with app.db.pool().connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
         direct = App(database_url=bouncer.direct_url, schema=schema)
         assert "-c jit=off" in direct.db.connection_kwargs(bouncer.direct_url, jit="off")["options"]
         assert "prepare_threshold" not in direct.db.connection_kwargs(bouncer.direct_url)

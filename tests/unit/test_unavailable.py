@@ -20,6 +20,10 @@ from tickwork.errors import DatabaseUnavailable, EnqueueFailed
         psycopg.errors.AdminShutdown("terminating connection"),
         psycopg.errors.CannotConnectNow("starting up"),
         psycopg.errors.TooManyConnections("too many clients"),
+        # the server cancelled it past statement_timeout (or lock_timeout): not now, not
+        # "not this" (a 503 to retry, not a 500)
+        psycopg.errors.QueryCanceled("canceling statement due to statement timeout"),
+        psycopg.errors.LockNotAvailable("canceling statement due to lock timeout"),
     ],
 )
 def test_out_of_reach(exc: Exception) -> None:
@@ -32,7 +36,6 @@ def test_out_of_reach(exc: Exception) -> None:
         psycopg.errors.DeadlockDetected("deadlock"),
         psycopg.errors.SerializationFailure("could not serialize"),
         psycopg.errors.DiskFull("no space"),
-        psycopg.errors.QueryCanceled("statement timeout"),
         psycopg.errors.UniqueViolation("duplicate"),
     ],
 )
@@ -47,5 +50,7 @@ def test_only_a_lost_connection_while_committing_leaves_the_job_in_doubt() -> No
     assert isinstance(lost, EnqueueFailed) and lost.stored is None
     waited = enqueue_error(PoolTimeout("no connection"), committing=True)
     assert isinstance(waited, EnqueueFailed) and waited.stored is False
+    cancelled = enqueue_error(psycopg.errors.QueryCanceled("timeout"), committing=True)
+    assert isinstance(cancelled, EnqueueFailed) and cancelled.stored is False  # rolled back
     before = enqueue_error(psycopg.OperationalError("lost"), committing=False)
     assert isinstance(before, EnqueueFailed) and before.stored is False

@@ -17,6 +17,7 @@ from tickwork.api import definitions, docs, events, identity, jobs, schedules, s
 from tickwork.api import signals as signal_routes
 from tickwork.api.compression import Compress
 from tickwork.api.contract import declare
+from tickwork.api.deadline import Deadline
 from tickwork.api.gate import BODY_BUDGET_BYTES, Gate
 from tickwork.api.inputs import refuse_unstorable_parameters
 from tickwork.api.problems import install
@@ -130,6 +131,10 @@ def _api(
         web.install(api)  # last: its catch-all answers the GETs no other route takes
     install(api)
     check_table(api, only)
+    # inside the gate: the deadline runs from the body read (which the server bounds) on
+    api.add_middleware(
+        Deadline, seconds=app.settings.api.request_deadline, exempt=[events.EVENTS_PATH]
+    )
     api.add_middleware(
         Gate,
         max_body_bytes=app.settings.api.max_body_bytes,

@@ -41,7 +41,7 @@ STRUCTURAL: dict[int, str] = {
     408: "Request Timeout: the body did not arrive within api.body_timeout (the connection is"
     " closed)",
     413: "Request body too large",
-    503: "Database unavailable (retry after Retry-After seconds)",
+    503: "Database unavailable, or the request deadline passed (retry after Retry-After seconds)",
 }
 
 HEADERS: dict[int, dict[str, Any]] = {

@@ -208,7 +208,12 @@ RSS_EARLY_MARK = 50_000
 async def _vacuumed(app: App) -> AsyncIterator[None]:
     """The jobs table vacuumed by its dead rows for the block's duration, as the retention
     leader of ``tickwork worker`` does (the bench's own worker runs no retention)."""
-    vacuum = JobVacuum(await app.db.async_pool(), app.db.store, app.settings.retention)
+    vacuum = JobVacuum(
+        await app.db.async_pool(),
+        app.db.store,
+        app.settings.retention,
+        connect=app.db.connect_async,  # as retention's: no statement_timeout on a vacuum
+    )
     stop = asyncio.Event()
     running = asyncio.create_task(
         run_periodically(

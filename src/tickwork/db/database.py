@@ -3,6 +3,13 @@
 tickwork's own statements are single statements, so its pooled connections run in autocommit
 mode: each statement is its own transaction, with no BEGIN/COMMIT round trips.
 
+The pools of the API and the background services (:meth:`Database.pool`,
+:meth:`Database.async_pool`) are bounded by the server: ``statement_timeout`` and
+``idle_in_transaction_session_timeout`` are sent at connect (``settings.statement_timeout``,
+``settings.idle_in_transaction_timeout``); a worker's own pools, its LISTEN connection and
+the one-off connections are not. The async pool an API opens refuses callers at once while
+the database refuses connections (:mod:`tickwork.db.reach`).
+
 Behind a transaction pooler (``database_pooler = "transaction"``) consecutive statements of
 one pooled connection may run in different server sessions, so the pooled connections keep no
 session state: no prepared statements, no settings sent at connect. The connections that need
@@ -29,6 +36,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from tickwork.config import Settings
 from tickwork.db import embedded
 from tickwork.db.driver_errors import one_line
+from tickwork.db.reach import Reach, ReachingPool
 from tickwork.db.statements import Statements
 from tickwork.db.store import Store
 from tickwork.db.store.runner import cursor
@@ -89,6 +97,27 @@ class PoolConnection(psycopg.AsyncConnection[Any]):
                 "the event loop ended while a tickwork pool was connecting: close the App"
                 " (await app.aclose()) before the loop ends"
             ) from None
+
+
+def reporting_to(reach: Reach) -> type[PoolConnection]:
+    """:class:`PoolConnection` whose connects tell ``reach`` how they went."""
+
+    class Reporting(PoolConnection):
+        @classmethod
+        async def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
+            try:
+                conn = await super().connect(conninfo, **kwargs)
+            except psycopg.OperationalError:
+                reach.failed()
+                raise
+            reach.connected()
+            return conn
+
+    return Reporting
+
+
+def _milliseconds(seconds: float) -> str:
+    return str(math.ceil(seconds * 1000))
 
 
 class Database:
@@ -182,25 +211,48 @@ class Database:
         ours = {"connect_timeout": self._connect_timeout, **self.settings.tcp.libpq()}
         return {name: value for name, value in ours.items() if name not in given}
 
+    def bounds(self) -> dict[str, str]:
+        """The server-side bounds of the API's and the services' sessions: their
+        ``statement_timeout`` and ``idle_in_transaction_session_timeout`` (those set to 0
+        left out, so the server's or the role's apply)."""
+        found = {}
+        if self.settings.statement_timeout:
+            found["statement_timeout"] = _milliseconds(self.settings.statement_timeout)
+        if self.settings.idle_in_transaction_timeout:
+            found["idle_in_transaction_session_timeout"] = _milliseconds(
+                self.settings.idle_in_transaction_timeout
+            )
+        return found
+
+    def bounded_kwargs(self, url: str) -> dict[str, Any]:
+        """:meth:`connection_kwargs` with :meth:`bounds` among the startup options, where the
+        URL's options (or ``PGOPTIONS``) still win over them."""
+        return self._kwargs(url, self.bounds(), {})
+
     def connection_kwargs(self, url: str, **server_settings: str) -> dict[str, Any]:
         """Keyword arguments for tickwork's own pooled connections: autocommit, the connect
         timeout and TCP settings (:meth:`tcp_kwargs`), and startup options: the server-side
         TCP settings (``settings.tcp.server_side``), then the options the URL (or
         ``PGOPTIONS``) gives, which win over those, then ``server_settings``. Behind a
         transaction pooler: no options and no prepared statements."""
+        return self._kwargs(url, {}, server_settings)
+
+    def _kwargs(
+        self, url: str, bounds: dict[str, str], server_settings: dict[str, str]
+    ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"autocommit": True, **self.tcp_kwargs(url)}
         if self.pooler:
             # Through a transaction pooler the next statement may run in another server
             # session, where a statement psycopg prepared (after prepare_threshold runs) does
             # not exist; settings sent at connect are refused ("unsupported startup
             # parameter"), and set in a session they would stay with it for other clients.
-            # The cost: every statement is planned anew (plan_cache_mode is moot), and JIT
-            # and the server-side TCP settings are the server's or the role's
-            # (docs/deployment.md, Behind PgBouncer).
+            # The cost: every statement is planned anew (plan_cache_mode is moot), and JIT,
+            # the server-side TCP settings and the statement timeouts are the server's or
+            # the role's (docs/deployment.md, Behind PgBouncer).
             kwargs["prepare_threshold"] = None
             return kwargs
         given = str(conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS", ""))
-        ours = self.settings.tcp.server_settings()
+        ours = self.settings.tcp.server_settings() | bounds
         options = [
             *(f"-c {name}={value}" for name, value in ours.items()),
             given,
@@ -264,7 +316,7 @@ class Database:
                         url,
                         min_size=self.settings.pool_min_size,
                         max_size=self.settings.pool_max_size,
-                        kwargs=self.connection_kwargs(url),
+                        kwargs=self.bounded_kwargs(url),
                         reconnect_timeout=POOL_RECONNECT_TIMEOUT,
                         open=True,
                         name="tickwork",
@@ -299,16 +351,19 @@ class Database:
         async def track(conn: psycopg.AsyncConnection[Any]) -> None:
             opened.add(conn)
 
-        pool = AsyncConnectionPool(
+        reach = Reach()
+        pool = ReachingPool(
             url,
+            reach=reach,
+            refuse=timeout is not None,  # an API's pool: a refusing database answers at once
             min_size=self.settings.pool_min_size,
             max_size=max(max_size or 0, self.settings.pool_max_size),
-            kwargs=self.connection_kwargs(url),
+            kwargs=self.bounded_kwargs(url),
             timeout=POOL_TIMEOUT if timeout is None else timeout,
             reconnect_timeout=POOL_RECONNECT_TIMEOUT,
             open=False,
             name="tickwork-async",
-            connection_class=PoolConnection,
+            connection_class=reporting_to(reach),
             configure=track,
         )
         # its connections are ready before the first caller waits for one: a caller that

@@ -126,9 +126,14 @@ def _log_abort(exc: psycopg.Error, operation: str, attempt: int) -> None:
     log.warning(message, extra={"operation": operation, "run": attempt})
 
 
-UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03", "53300", "57014", "55P03"})
 """Server-reported states that mean "not now" rather than "not this": shutting down, crash
-shutdown, cannot connect now, too many connections (and every connection exception, 08)."""
+shutdown, cannot connect now, too many connections, a statement cancelled (by
+``statement_timeout``), a lock not had within ``lock_timeout`` (and every connection
+exception, 08)."""
+NOT_RUN_STATES = frozenset({"53300", "57014", "55P03"})
+"""States after which the statement surely did not take effect: no connection, or the server
+cancelled the statement (it was rolled back)."""
 
 
 def unavailable(exc: BaseException) -> bool:
@@ -163,7 +168,7 @@ def enqueue_error(exc: psycopg.Error, *, committing: bool) -> DatabaseError:
     if not isinstance(translated, DatabaseUnavailable):
         return translated
     # no connection was had (the pool's wait, too many connections): nothing was sent
-    refused = isinstance(exc, PoolTimeout) or exc.sqlstate == "53300"
+    refused = isinstance(exc, PoolTimeout) or exc.sqlstate in NOT_RUN_STATES
     stored = None if committing and not refused else False
     return EnqueueFailed(stored, _first_line(exc))
 

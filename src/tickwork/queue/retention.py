@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from tickwork.config import RetentionSettings
 from tickwork.db.store import Store
 from tickwork.queue.admin import TASKS_SEEN_WITHIN
+from tickwork.queue.vacuum import Connect, vacuum_connection
 
 log = logging.getLogger("tickwork.retention")
 
@@ -39,9 +40,16 @@ class Retention:
     """Deletes finished jobs past their retention window, a batch at a time."""
 
     def __init__(
-        self, pool: AsyncConnectionPool[Any], store: Store, settings: RetentionSettings
+        self,
+        pool: AsyncConnectionPool[Any],
+        store: Store,
+        settings: RetentionSettings,
+        *,
+        connect: Connect | None = None,
     ) -> None:
         self.pool = pool
+        self.connect = connect
+        """Where a vacuum runs (:func:`~tickwork.queue.vacuum.vacuum_connection`)."""
         self.store = store
         self.settings = settings
         self._vacuum: bool | None = (
@@ -104,5 +112,6 @@ class Retention:
                     log.warning("the server's autovacuum is off: retention vacuums the job tables")
             if not self._vacuum:
                 return False
+        async with vacuum_connection(self.pool, self.connect) as conn:
             await self.store.job_tables_vacuum(conn)
         return True

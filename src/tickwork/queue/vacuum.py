@@ -18,12 +18,14 @@ table's size.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import RetentionSettings
@@ -35,6 +37,28 @@ VACUUM_CHECK_INTERVAL = 1.0
 """Seconds between two looks at the jobs table's dead rows."""
 VACUUM_DUTY = 0.25
 """At most this share of the time is spent vacuuming by dead rows."""
+
+
+Connect = Callable[[], Awaitable[psycopg.AsyncConnection[Any]]]
+"""Opens a connection of its own (the caller closes it)."""
+
+
+@contextlib.asynccontextmanager
+async def vacuum_connection(
+    pool: AsyncConnectionPool[Any], connect: Connect | None
+) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A connection to vacuum on: one of its own from ``connect``, without the pool's
+    ``statement_timeout`` (a vacuum of a large table may rightly take longer, and one cut
+    short loses its work), else the pool's."""
+    if connect is None:
+        async with pool.connection() as conn:
+            yield conn
+        return
+    conn = await connect()
+    try:
+        yield conn
+    finally:
+        await conn.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +83,11 @@ class JobVacuum:
         settings: RetentionSettings,
         *,
         clock: Callable[[], float] = time.monotonic,
+        connect: Connect | None = None,
     ) -> None:
         self.pool = pool
+        self.connect = connect
+        """Where the vacuum itself runs (:func:`vacuum_connection`)."""
         self.store = store
         self.threshold = settings.vacuum_dead_rows
         self.enabled = settings.vacuum != "never" and self.threshold > 0
@@ -74,9 +101,10 @@ class JobVacuum:
             return VacuumResult(-1)
         async with self.pool.connection() as conn:
             dead = await self.store.job_dead_rows(conn)
-            if dead < self.threshold:
-                return VacuumResult(dead)
-            started = self._clock()
+        if dead < self.threshold:
+            return VacuumResult(dead)
+        started = self._clock()
+        async with vacuum_connection(self.pool, self.connect) as conn:
             await self.store.job_vacuum(conn)
         ended = self._clock()
         seconds = ended - started
