@@ -37,7 +37,7 @@ def loaded(url: str, email: str, password: str) -> list[str]:
         page.get_by_label("Password").fill(password)
         page.get_by_role("button", name="Sign in").click()
         page.get_by_role("heading", name="Overview").wait_for()
-        page.wait_for_load_state("networkidle")
+        page.wait_for_timeout(3000)  # the Overview's lazy chunks (the page polls: never idle)
         browser.close()
     return sorted(set(seen))
 
