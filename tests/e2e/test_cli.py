@@ -123,7 +123,11 @@ def test_schedules_commands(db_env: dict[str, str]) -> None:
             f"INSERT INTO {env['TICKWORK_SCHEMA']}.schedules (name, task, cron, next_run_at) "
             "VALUES ('left-behind', 'gone.task', '* * * * *', now())"
         )
-    deleted = tickwork(env, "schedules", "delete", "left-behind")
-    assert (deleted.returncode, deleted.stdout.strip()) == (0, "deleted left-behind"), deleted
-    again = tickwork(env, "schedules", "delete", "left-behind")
+    # it asks first: no answer (or no) deletes nothing
+    kept = tickwork(env, "schedules", "delete", "left-behind", stdin="n\n")
+    assert kept.returncode == 1 and "Delete schedule left-behind (* * * * *" in kept.stdout
+    deleted = tickwork(env, "schedules", "delete", "left-behind", stdin="y\n")
+    assert deleted.returncode == 0, deleted
+    assert deleted.stdout.strip().endswith("deleted left-behind"), deleted
+    again = tickwork(env, "schedules", "delete", "left-behind", "--yes")
     assert again.returncode == 2 and "left-behind" in again.stderr

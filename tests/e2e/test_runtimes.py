@@ -79,7 +79,10 @@ def test_definitions_commands_store_change_and_run(
     bad.write_text(json.dumps({"name": "x", "kind": "http", "http": {"url": "ftp://x/"}}))
     refused = tickwork(db_env, "definitions", "create", str(bad))
     assert refused.returncode == 2 and "http.url" in refused.stderr, refused.stderr
-    assert tickwork(db_env, "definitions", "delete", "ping").returncode == 0
+    asked = tickwork(db_env, "definitions", "delete", "ping")  # no answer: nothing deleted
+    assert asked.returncode == 1 and "Delete definition ping (http)" in asked.stdout, asked
+    assert tickwork(db_env, "definitions", "show", "ping").returncode == 0
+    assert tickwork(db_env, "definitions", "delete", "ping", "--yes").returncode == 0
     gone = tickwork(db_env, "definitions", "show", "ping")
     assert gone.returncode == 2 and "does not exist" in gone.stderr, gone.stderr
 

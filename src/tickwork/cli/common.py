@@ -85,6 +85,8 @@ AppOption = Annotated[
     ),
 ]
 LogLevel = Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING or ERROR.")]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking to confirm.")]
+"""``--yes``: a deletion that would ask to confirm does not."""
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print JSON (the API's shape) instead of a table.")
 ]

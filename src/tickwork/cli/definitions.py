@@ -19,6 +19,7 @@ from tickwork.cli.common import (
     AppOption,
     Group,
     JsonOption,
+    YesOption,
     cli_actor,
     print_json,
     print_table,
@@ -203,11 +204,24 @@ def definitions_run(key: str, app: AppOption = None) -> None:
 
 
 @definitions_cli.command("delete")
-def definitions_delete(key: str, app: AppOption = None) -> None:
-    """Delete a definition and its schedule; its runs stay as jobs."""
+def definitions_delete(key: str, yes: YesOption = False, app: AppOption = None) -> None:
+    """Delete a definition and its schedule; its runs stay as jobs. Asks to confirm unless
+    --yes."""
     from tickwork.definitions import admin
 
     actor = cli_actor()
+
+    async def look(the_app: Any, pool: Any) -> Any:
+        store = the_app.db.store
+        return await admin.get(pool, store, await admin.find(pool, store, key))
+
+    if not yes:
+        found = run_with_pool(app, look)
+        typer.confirm(
+            f"Delete definition {found.name} ({found.kind}) and its schedule? Its runs stay"
+            " as jobs.",
+            abort=True,
+        )
 
     async def drop(the_app: Any, pool: Any) -> None:
         store = the_app.db.store

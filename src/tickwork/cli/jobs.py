@@ -23,6 +23,7 @@ from tickwork.cli.common import (
     AppOption,
     Group,
     JsonOption,
+    YesOption,
     cli_actor,
     load_app,
     print_json,
@@ -360,9 +361,7 @@ def jobs_cancel(job_id: JobId, app: AppOption = None) -> None:
 @jobs_cli.command("delete")
 def jobs_delete(
     job_id: JobId,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Delete without asking to confirm.")
-    ] = False,
+    yes: YesOption = False,
     app: AppOption = None,
 ) -> None:
     """Delete a job that is not RUNNING, with its attempts (cancel a running one first). Asks

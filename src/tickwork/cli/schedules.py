@@ -13,6 +13,7 @@ from tickwork.cli.common import (
     AppOption,
     Group,
     JsonOption,
+    YesOption,
     cli_actor,
     console,
     load_app,
@@ -104,12 +105,20 @@ def schedules_trigger(name: str, app: AppOption = None) -> None:
 
 
 @schedules_cli.command("delete")
-def schedules_delete(name: str, app: AppOption = None) -> None:
+def schedules_delete(name: str, yes: YesOption = False, app: AppOption = None) -> None:
     """Delete a schedule stored by an operator, or one defined in code that no live worker
-    defines any more (its code is gone); the jobs it made stay."""
+    defines any more (its code is gone); the jobs it made stay. Asks to confirm unless
+    --yes."""
     from tickwork.schedule import admin
 
     actor = cli_actor()
+    if not yes:
+        found = run_with_pool(app, lambda the_app, pool: admin.get(pool, the_app.db.store, name))
+        typer.confirm(
+            f"Delete schedule {found.name} ({found.cron}, task {found.task})? The jobs it made"
+            " stay.",
+            abort=True,
+        )
     run_with_pool(
         app, lambda the_app, pool: admin.delete(pool, the_app.db.store, name, actor=actor)
     )
