@@ -68,7 +68,7 @@ class SignalPage(Out):
 
 
 class StatsOut(Out):
-    status: str
+    status: SignalStatus
     signal_type: str
     count: int
     oldest_created_at: datetime | None = Field(

@@ -2696,8 +2696,7 @@ export interface components {
         SignalStatus: "PENDING" | "PROCESSING" | "COMPLETED" | "DEAD";
         /** StatsOut */
         StatsOut: {
-            /** Status */
-            status: string;
+            status: components["schemas"]["SignalStatus"];
             /** Signal Type */
             signal_type: string;
             /** Count */
