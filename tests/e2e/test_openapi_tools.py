@@ -170,6 +170,17 @@ def test_the_bounds_the_server_enforces_are_declared(document: dict[str, Any]) -
     states = list(typing.get_args(JobStateName))
     assert value(schemas["JobFilterIn"]["properties"]["state"])["items"]["enum"] == states
 
+    # wherever a request names a priority or a number of attempts, it is bounded
+    unbounded = [
+        f"{model}.{name}"
+        for model, schema in schemas.items()
+        if schema.get("additionalProperties") is False  # a request body
+        for name, field in schema.get("properties", {}).items()
+        if name in ("priority", "max_attempts")
+        and not {"minimum", "maximum"} <= value(field).keys()
+    ]
+    assert unbounded == []
+
     listing = {p["name"]: p["schema"] for p in document["paths"]["/api/jobs"]["get"]["parameters"]}
     assert listing["state"]["items"] == {"type": "string", "enum": states}
     assert listing["queue"]["pattern"] == QUEUE_PATTERN
