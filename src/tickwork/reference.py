@@ -477,7 +477,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="only report stale pages (exit 1)")
     parser.add_argument("--out", type=Path, default=DOCS, help=f"directory (default {DOCS})")
+    parser.add_argument(
+        "--openapi",
+        type=Path,
+        metavar="FILE",
+        help="write the API's OpenAPI document to FILE instead (what openapi-typescript reads"
+        " to generate ui/src/api/schema.d.ts)",
+    )
     args = parser.parse_args(argv)
+    if args.openapi is not None:
+        args.openapi.write_text(json.dumps(openapi(), indent=2) + "\n", encoding="utf-8")
+        return 0
     stale = []
     for name, text in render().items():
         path: Path = args.out / name

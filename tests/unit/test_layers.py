@@ -13,6 +13,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tickwork.errors",
             "tickwork.config",
             "tickwork.limits",
+            "tickwork.jsonschema",
             "tickwork.logs",
             "tickwork.portal",
         ),

@@ -1,5 +1,8 @@
-// The shapes of the API's answers the dashboard reads (see the OpenAPI document).
-export type JobState = "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED" | "DEAD_LETTER";
+// The shapes of the API's answers the dashboard reads (see the OpenAPI document; the types
+// generated from it are in api/schema.d.ts).
+import type { components } from "./api/schema";
+
+export type JobState = components["schemas"]["JobOut"]["state"];
 export const JOB_STATES: JobState[] = [
   "PENDING",
   "RUNNING",

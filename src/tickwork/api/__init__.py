@@ -16,7 +16,13 @@ from tickwork import __version__, web
 from tickwork.api import definitions, docs, events, identity, jobs, schedules, system, webhooks
 from tickwork.api import signals as signal_routes
 from tickwork.api.compression import Compress
-from tickwork.api.contract import declare
+from tickwork.api.contract import (
+    INFO,
+    check_operation_ids,
+    declare,
+    operation_id,
+    plain_parameters,
+)
 from tickwork.api.deadline import Deadline
 from tickwork.api.gate import BODY_BUDGET_BYTES, Gate
 from tickwork.api.inputs import refuse_unstorable_parameters
@@ -71,6 +77,8 @@ def create_api(
         ref_template="#/components/schemas/{model}"
     )
     declare(schema, ROUTE_ROLES)  # each operation: exactly the codes it can return
+    plain_parameters(schema)
+    check_operation_ids(schema)
     return api
 
 
@@ -113,6 +121,8 @@ def _api(
         openapi_url=openapi_url,
         docs_url=None,  # tickwork.api.docs serves it, with Swagger UI's files
         redoc_url=None,
+        generate_unique_id_function=operation_id,
+        **INFO,
         dependencies=[Depends(authorize), Depends(refuse_unstorable_parameters)],
     )
     api.state.services = Services(

@@ -124,7 +124,9 @@ async def run_definition(id: IdPath, svc: Svc, who: Caller) -> dict[str, int]:
     status_code=201,
     responses=NO_DEFINITION,
 )
-async def set_webhook(id: IdPath, request: Request, svc: Svc, who: Caller) -> dict[str, str]:
+async def set_definition_webhook(
+    id: IdPath, request: Request, svc: Svc, who: Caller
+) -> dict[str, str]:
     """Give the definition a webhook with a new token (an earlier one stops working). The
     token is shown in this answer only."""
     token = await admin.set_webhook(svc.pool, svc.store, id, actor=who.actor)
@@ -132,14 +134,14 @@ async def set_webhook(id: IdPath, request: Request, svc: Svc, who: Caller) -> di
 
 
 @router.delete("/api/definitions/{id}/webhook", status_code=204, responses=NO_DEFINITION)
-async def remove_webhook(id: IdPath, svc: Svc, who: Caller) -> Response:
+async def remove_definition_webhook(id: IdPath, svc: Svc, who: Caller) -> Response:
     """Remove the definition's webhook: its token stops working."""
     await admin.remove_webhook(svc.pool, svc.store, id, actor=who.actor)
     return Response(status_code=204)
 
 
 @router.get("/api/definitions/{id}/activity", response_model=ActivityOut, responses=NO_DEFINITION)
-async def definition_activity(
+async def get_definition_activity(
     id: IdPath,
     svc: Svc,
     start: Annotated[Instant | None, Query(alias="from", description="default: to - 24h")] = None,

@@ -152,7 +152,7 @@ async def logout(request: Request, svc: Svc, body: RefreshIn | None = None) -> R
 
 
 @router.get("/api/me", response_model=UserOut, tags=["me"])
-async def me(svc: Svc, who: Caller) -> Any:
+async def get_me(svc: Svc, who: Caller) -> Any:
     """The caller's profile."""
     return await svc.auth.get_user(who.user_id)
 

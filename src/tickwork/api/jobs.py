@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from tickwork.api.contract import answer
 from tickwork.api.inputs import CursorQuery, IdPath
 from tickwork.api.schemas import (
+    QUEUE_PATTERN,
     BulkOut,
     EnqueueIn,
     Instant,
@@ -17,6 +18,7 @@ from tickwork.api.schemas import (
     JobOut,
     JobPage,
     JobStateName,
+    JobStateQuery,
     NotStoredProblem,
     ThroughputOut,
 )
@@ -42,8 +44,11 @@ Caller = Annotated[Principal, Depends(caller)]
 @router.get("/api/jobs", response_model=JobPage, tags=["jobs"])
 async def list_jobs(
     svc: Svc,
-    state: Annotated[list[str] | None, Query(description="repeat or comma-separate")] = None,
-    queue: str | None = None,
+    state: Annotated[
+        list[JobStateQuery] | None,
+        Query(description="repeat for several (a comma-separated list is taken too)"),
+    ] = None,
+    queue: Annotated[str | None, Query(pattern=QUEUE_PATTERN)] = None,
     task: str | None = None,
     schedule: Annotated[str | None, Query(description="schedule name")] = None,
     created_from: Instant | None = None,
@@ -58,8 +63,9 @@ async def list_jobs(
     q: Annotated[
         str | None,
         Query(
+            max_length=admin.MAX_SEARCH_TEXT,
             description="text to search for in the id, task, unique key, creator, arguments,"
-            " result and errors (any case; up to 200 characters); `#42`: job 42 only"
+            " result and errors (any case; up to 200 characters); `#42`: job 42 only",
         ),
     ] = None,
 ) -> admin.Page:
@@ -104,7 +110,7 @@ NO_SUCH_TASK = (
         NotStoredProblem,
     ),
 )
-async def enqueue(body: EnqueueIn, svc: Svc, who: Caller, response: Response) -> object:
+async def enqueue_job(body: EnqueueIn, svc: Svc, who: Caller, response: Response) -> object:
     """Enqueue a job of a task that the serving app or a worker seen in the last day defines
     (a `serve` without the application enqueues for its workers). The tasks that run
     definitions are refused: their runs come from the stored definition."""
@@ -157,13 +163,13 @@ def _filter(body: JobFilterIn) -> JobFilter:
 
 
 @router.post("/api/jobs/bulk/retry", response_model=BulkOut, tags=["jobs"])
-async def bulk_retry(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkResult:
+async def bulk_retry_jobs(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkResult:
     """Retry every DEAD_LETTER or FAILED job the filter selects (at most 10,000)."""
     return await admin.bulk(svc.pool, svc.store, "retry", _filter(body), who.actor)
 
 
 @router.post("/api/jobs/bulk/cancel", response_model=BulkOut, tags=["jobs"])
-async def bulk_cancel(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkResult:
+async def bulk_cancel_jobs(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkResult:
     """Cancel every job the filter selects that can still be cancelled (at most 10,000)."""
     return await admin.bulk(svc.pool, svc.store, "cancel", _filter(body), who.actor)
 
@@ -182,7 +188,7 @@ async def get_job(job_id: IdPath, svc: Svc) -> dict[str, object]:
     tags=["jobs"],
     responses=NO_JOB,
 )
-async def timeline(job_id: IdPath, svc: Svc) -> list[admin.TimelineEntry]:
+async def get_job_timeline(job_id: IdPath, svc: Svc) -> list[admin.TimelineEntry]:
     """The job's life in time order, with actors: created, each attempt claimed and ended
     (from its executions), and its audit trail (operators' actions, reclaims, a dead
     letter)."""
@@ -199,7 +205,7 @@ async def _act(svc: Services, operation: str, job_id: int, who: Principal) -> ob
     tags=["jobs"],
     responses=NO_JOB | answer(409, "The job is neither DEAD_LETTER nor FAILED"),
 )
-async def retry(job_id: IdPath, svc: Svc, who: Caller) -> object:
+async def retry_job(job_id: IdPath, svc: Svc, who: Caller) -> object:
     """Send a DEAD_LETTER or FAILED job back to PENDING now."""
     return await _act(svc, "retry", job_id, who)
 
@@ -210,7 +216,7 @@ async def retry(job_id: IdPath, svc: Svc, who: Caller) -> object:
     tags=["jobs"],
     responses=NO_JOB | answer(409, "The job has finished (SUCCEEDED, CANCELLED, DEAD_LETTER)"),
 )
-async def cancel(job_id: IdPath, svc: Svc, who: Caller) -> object:
+async def cancel_job(job_id: IdPath, svc: Svc, who: Caller) -> object:
     """Cancel a pending job at once; a running one when its attempt completes."""
     return await _act(svc, "cancel", job_id, who)
 
@@ -237,9 +243,9 @@ async def list_queues(svc: Svc) -> list[admin.QueueStats]:
 
 
 @router.get("/api/queues/throughput", response_model=ThroughputOut, tags=["queues"])
-async def queue_throughput(
+async def get_queue_throughput(
     svc: Svc,
-    queue: str | None = None,
+    queue: Annotated[str | None, Query(pattern=QUEUE_PATTERN)] = None,
     start: Annotated[Instant | None, Query(alias="from", description="default: to - 24h")] = None,
     end: Annotated[Instant | None, Query(alias="to", description="default: now")] = None,
     bucket: Literal["minute", "hour", "day"] = "hour",

@@ -17,12 +17,16 @@ from pydantic import (
     Field,
     Strict,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from tickwork.auth.tokens import MAX_API_TOKEN_TTL
+from tickwork.config import MAX_MAX_ATTEMPTS, MAX_PRIORITY, MIN_PRIORITY, QUEUE_NAME
+from tickwork.jsonschema import null_only
 from tickwork.limits import MAX_JSON_DEPTH, too_deep, unstorable
+from tickwork.queue.enqueue import MAX_UNIQUE_KEY_LENGTH
 from tickwork.types import AuditEvent, ErrorInfo, Execution, Progress
 
 
@@ -49,6 +53,20 @@ model reads as another); numbers are refused."""
 RoleName = Annotated[Literal["VIEWER", "OPERATOR", "ADMIN"], BeforeValidator(_by_name)]
 """A role by name (the stored form; the code's Role enum converts)."""
 JobStateName = Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "DEAD_LETTER"]
+JobStateQuery = Annotated[
+    str, WithJsonSchema({"type": "string", "enum": list(typing.get_args(JobStateName))})
+]
+"""A job state in a query, as the document gives it (the route takes any case and
+comma-separated lists too, and refuses an unknown state itself, naming it)."""
+
+QUEUE_PATTERN = QUEUE_NAME.pattern.removesuffix(r"\Z") + "$"
+"""A queue's name as a JSON Schema pattern (``\\Z`` is Python's alone)."""
+QueueName = Annotated[str, Field(pattern=QUEUE_PATTERN)]
+"""1-128 characters of letters, digits, ``_.:-``."""
+Priority = Annotated[int, Field(ge=MIN_PRIORITY, le=MAX_PRIORITY)]
+"""Higher is claimed first (the config's MIN_PRIORITY..MAX_PRIORITY)."""
+MaxAttempts = Annotated[int, Field(ge=1, le=MAX_MAX_ATTEMPTS)]
+"""Attempts before the job is dead-lettered."""
 
 
 class Model(BaseModel):
@@ -215,21 +233,23 @@ class JobPage(Model):
 
 
 class EnqueueIn(Request):
+    """A job to enqueue; the fields left out or null take the task's own options."""
+
     task: str = Field(min_length=1)
     args: dict[str, Any] = Field(default_factory=dict)
-    queue: str | None = None
-    priority: int | None = None
-    max_attempts: int | None = None
+    queue: QueueName | None = None
+    priority: Priority | None = None
+    max_attempts: MaxAttempts | None = None
     run_at: Instant | None = None
-    timeout: float | None = None
-    unique_key: str | None = None
+    timeout: float | None = Field(None, gt=0, description="seconds")
+    unique_key: str | None = Field(None, min_length=1, max_length=MAX_UNIQUE_KEY_LENGTH)
 
 
 class JobFilterIn(Request):
     """Selects jobs for a bulk operation (the same filters as the listing)."""
 
     state: list[JobStateName] | None = None
-    queue: str | None = None
+    queue: QueueName | None = None
     task: str | None = None
     schedule: str | None = None
     created_from: Instant | None = None
@@ -270,8 +290,8 @@ class ScheduleIn(Request):
     cron: str = Field(min_length=1)
     timezone: str = "UTC"
     args: dict[str, Any] = Field(default_factory=dict)
-    queue: str | None = None
-    priority: int | None = None
+    queue: QueueName | None = None
+    priority: Priority | None = None
     misfire: Literal["ONCE", "ALL", "SKIP"] = "ONCE"
     misfire_limit: int = Field(100, ge=1, le=10_000)
     overlap: Literal["ALLOW", "SKIP"] = "ALLOW"
@@ -281,6 +301,8 @@ class ScheduleIn(Request):
 class ScheduleEditIn(Request):
     """Fields to change; the rest stay as they are. Only ``queue`` and ``priority`` may be
     set to null (the task's own); null for any other field is refused."""
+
+    model_config = ConfigDict(json_schema_extra=null_only({"queue", "priority"}))
 
     @field_validator(
         "task",
@@ -303,8 +325,8 @@ class ScheduleEditIn(Request):
     cron: str | None = Field(None, min_length=1)
     timezone: str | None = None
     args: dict[str, Any] | None = None
-    queue: str | None = None
-    priority: int | None = None
+    queue: QueueName | None = None
+    priority: Priority | None = None
     misfire: Literal["ONCE", "ALL", "SKIP"] | None = None
     misfire_limit: int | None = Field(None, ge=1, le=10_000)
     overlap: Literal["ALLOW", "SKIP"] | None = None

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 from tickwork.api.contract import answer
 from tickwork.api.inputs import CursorQuery, IdPath
@@ -26,7 +26,7 @@ from tickwork.services.leases import leaders as all_leaders
 from tickwork.signals import admin
 from tickwork.signals.control import PROCESSOR, SWEEPS, RuntimeControl, reactor_switch
 from tickwork.signals.publisher import MAX_ENTITY_LENGTH
-from tickwork.signals.records import Delivery, Signal
+from tickwork.signals.records import Delivery, Signal, SignalStatus
 from tickwork.signals.runtime import SignalRuntime
 
 router = APIRouter(prefix="/api/admin/signals", tags=["signals"])
@@ -68,7 +68,7 @@ class SignalPage(Out):
 
 
 class StatsOut(Out):
-    status: str
+    status: SignalStatus
     signal_type: str
     count: int
     oldest_created_at: datetime | None = Field(
@@ -169,14 +169,23 @@ def _set(t: Any) -> TieredSet:
     )
 
 
+StatusQuery = Annotated[
+    str,
+    WithJsonSchema({"type": "string", "enum": [*(s.value for s in SignalStatus), admin.FAILED]}),
+]
+"""A signal status in a query, as the document gives it (the route takes any case and
+comma-separated lists too, and refuses an unknown status itself, naming it)."""
+
+
 @router.get("", response_model=SignalPage)
 async def list_signals(
     svc: Svc,
     status: Annotated[
-        list[str] | None,
+        list[StatusQuery] | None,
         Query(
-            description="repeat or comma-separate; FAILED: the signals with a reactor that"
-            " failed (FAILED awaiting its retry, or DEAD), whatever their own status"
+            description="repeat for several (a comma-separated list is taken too); FAILED:"
+            " the signals with a reactor that failed (FAILED awaiting its retry, or DEAD),"
+            " whatever their own status"
         ),
     ] = None,
     signal_type: str | None = None,
@@ -202,13 +211,13 @@ async def list_signals(
 
 
 @router.get("/stats", response_model=list[StatsOut])
-async def stats(svc: Svc) -> Any:
+async def get_signal_stats(svc: Svc) -> Any:
     """Counts by status and type, with the oldest signal of each."""
     return await admin.stats(svc.pool, svc.store)
 
 
 @router.get("/stuck", response_model=list[Signal])
-async def stuck(
+async def list_stuck_signals(
     svc: Svc,
     older_than: Annotated[
         float | None, Query(le=MAX_SECONDS, description="seconds; default: stuck_after")
@@ -260,7 +269,7 @@ BOTH: list[str] = [Role.SIGNAL_MASTER, Role.SWEEP_MASTER]
 
 
 @router.get("/reactors", response_model=list[ReactorOut])
-async def reactors(svc: Svc) -> list[ReactorOut]:
+async def list_reactors(svc: Svc) -> list[ReactorOut]:
     """The SIGNAL_MASTER holder's reactors (answered by any process): handled types, sweep
     cron, last sweep, and the config, runtime and effective enabled flag, dry-run flag and
     organisation set."""
@@ -281,7 +290,7 @@ async def reactors(svc: Svc) -> list[ReactorOut]:
 
 
 @router.put("/reactors/{name}/enabled", status_code=204, responses=NO_REACTOR | NO_HOLDER)
-async def set_enabled(name: str, body: SwitchIn, svc: Svc) -> Response:
+async def set_reactor_enabled(name: str, body: SwitchIn, svc: Svc) -> Response:
     """Runtime toggle of one reactor, sent from any process to the lease holders (it lasts
     as long as they hold the leases: a restart or a new holder drops it)."""
     await _known(svc, name)
@@ -291,7 +300,7 @@ async def set_enabled(name: str, body: SwitchIn, svc: Svc) -> Response:
 @router.put(
     "/reactors/{name}/dry-run", status_code=204, responses=NO_REACTOR | NOT_LEADER | NO_HOLDER
 )
-async def set_dry_run(name: str, body: DryRunIn, svc: Svc) -> Response:
+async def set_reactor_dry_run(name: str, body: DryRunIn, svc: Svc) -> Response:
     """Runtime dry-run toggle (409 unless this process holds SIGNAL_MASTER)."""
     await _known(svc, name)
     await _require(svc, Role.SIGNAL_MASTER)
@@ -303,7 +312,7 @@ async def set_dry_run(name: str, body: DryRunIn, svc: Svc) -> Response:
     status_code=204,
     responses=NO_REACTOR | NOT_LEADER | NO_HOLDER,
 )
-async def set_organisations(name: str, body: OrganisationsIn, svc: Svc) -> Response:
+async def set_reactor_organisations(name: str, body: OrganisationsIn, svc: Svc) -> Response:
     """Runtime override of the tenants one reactor may act for; an empty list pins it to
     none (409 unless this process holds SIGNAL_MASTER)."""
     await _known(svc, name)
@@ -313,7 +322,7 @@ async def set_organisations(name: str, body: OrganisationsIn, svc: Svc) -> Respo
 
 
 @router.post("/reactors/{name}/sweep", response_model=SweepOut, responses=NO_REACTOR | NOT_LEADER)
-async def sweep(name: str, svc: Svc) -> Any:
+async def sweep_reactor(name: str, svc: Svc) -> Any:
     """Run one reactor's sweep now: bypasses its schedule, not the SWEEP_MASTER lease."""
     await _known(svc, name)
     runtime = await _require(svc, Role.SWEEP_MASTER)
@@ -321,19 +330,19 @@ async def sweep(name: str, svc: Svc) -> Any:
 
 
 @router.put("/processor/enabled", status_code=204, responses=NO_HOLDER)
-async def set_processor(body: SwitchIn, svc: Svc) -> Response:
+async def set_signal_processor(body: SwitchIn, svc: Svc) -> Response:
     """Framework-level toggle of the signal processor, sent to the SIGNAL_MASTER holder."""
     return await _switch(svc, PROCESSOR, body.enabled, [str(Role.SIGNAL_MASTER)])
 
 
 @router.put("/sweeps/enabled", status_code=204, responses=NO_HOLDER)
-async def set_sweeps(body: SwitchIn, svc: Svc) -> Response:
+async def set_signal_sweeps(body: SwitchIn, svc: Svc) -> Response:
     """Framework-level toggle of the sweeps, sent to the SWEEP_MASTER holder."""
     return await _switch(svc, SWEEPS, body.enabled, [str(Role.SWEEP_MASTER)])
 
 
 @router.get("/status", response_model=StatusOut)
-async def status(svc: Svc) -> StatusOut:
+async def get_signal_status(svc: Svc) -> StatusOut:
     """The whole framework (answered by any process): the processor's switch as the
     SIGNAL_MASTER holder has it, the sweeps' as the SWEEP_MASTER holder has it, the leases
     this process holds, counts by status."""
@@ -355,7 +364,7 @@ async def status(svc: Svc) -> StatusOut:
 
 
 @router.get("/leaders", response_model=list[SignalLeaseOut])
-async def leaders(svc: Svc) -> list[SignalLeaseOut]:
+async def list_signal_leaders(svc: Svc) -> list[SignalLeaseOut]:
     """Which process holds SIGNAL_MASTER and SWEEP_MASTER: where to reissue a 409."""
     found = await all_leaders(svc.pool, svc.store)
     mine = svc.signals.leases.holder_id if svc.signals else None
@@ -379,7 +388,7 @@ async def get_signal(signal_id: IdPath, svc: Svc) -> Any:
 
 
 @router.post("/{signal_id}/retry", response_model=Signal, responses=NO_SIGNAL | SUPERSEDED)
-async def retry(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
+async def retry_signal(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     """Reset a DEAD signal to PENDING. 409 when a fresher PENDING signal holds the same type
     and key: ``supersededByPendingId`` names it, the work is queued, the DEAD row stays."""
     return await admin.retry(svc.pool, svc.store, signal_id, who.actor)
@@ -390,7 +399,7 @@ async def retry(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     response_model=Signal,
     responses=answer(404, "No signal with this id, or no delivery of it to this reactor"),
 )
-async def retry_delivery(signal_id: IdPath, name: str, svc: Svc, who: Caller) -> Any:
+async def retry_signal_delivery(signal_id: IdPath, name: str, svc: Svc, who: Caller) -> Any:
     """Run one reactor's DEAD delivery of a signal again: the delivery starts afresh, the
     signal is due now; the reactors that completed are not run again (400 unless the
     delivery is DEAD, and unless the SIGNAL_MASTER holder runs the reactor enabled)."""
@@ -399,6 +408,6 @@ async def retry_delivery(signal_id: IdPath, name: str, svc: Svc, who: Caller) ->
 
 
 @router.post("/{signal_id}/cancel", response_model=Signal, responses=NO_SIGNAL)
-async def cancel(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
+async def cancel_signal(signal_id: IdPath, svc: Svc, who: Caller) -> Any:
     """Mark a PENDING signal COMPLETED without processing it."""
     return await admin.cancel(svc.pool, svc.store, signal_id, who.actor)

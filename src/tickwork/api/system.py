@@ -51,7 +51,7 @@ async def list_workers(svc: Svc) -> list[admin.WorkerInfo]:
 
 
 @router.get("/api/workers/metrics", response_model=SamplePage, tags=["cluster"])
-async def worker_metrics(
+async def list_worker_metrics(
     svc: Svc,
     worker_id: UUID | None = None,
     start: Annotated[Instant | None, Query(alias="from")] = None,
@@ -74,7 +74,7 @@ async def worker_metrics(
 
 
 @router.get("/api/health", response_model=Health, tags=["operations"])
-async def health(svc: Svc) -> Health:
+async def get_health(svc: Svc) -> Health:
     """The ``tickwork doctor`` report: table sizes and dead rows, what holds back vacuum,
     jobs no live worker claims, and the warnings drawn from them."""
     async with svc.pool.connection() as conn:
@@ -82,7 +82,7 @@ async def health(svc: Svc) -> Health:
 
 
 @router.get("/api/routes", response_model=list[RouteRoleOut], tags=["me"])
-async def route_roles() -> list[dict[str, Any]]:
+async def list_route_roles() -> list[dict[str, Any]]:
     """Every route of this API with the least role that may call it (null: public): the
     table every request is checked against, so a client (the dashboard) can leave out what
     the caller's role would be refused."""
@@ -203,7 +203,7 @@ def _consume(task: asyncio.Future[Any]) -> None:
     response_class=Response,
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
-async def metrics(svc: Svc) -> Response:
+async def get_metrics(svc: Svc) -> Response:
     """Prometheus exposition: jobs by state and queue, per-task counters, durations, pickup
     latency, lease holders."""
     body, content_type = await render(svc.pool, svc.store, svc.reported_statements)

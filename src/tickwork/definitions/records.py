@@ -20,6 +20,7 @@ from pydantic import (
 
 from tickwork.config import EXEC_TIMEOUT_MARGIN, MAX_EXEC_TIMEOUT
 from tickwork.errors import InvalidField
+from tickwork.jsonschema import null_only
 from tickwork.limits import unstorable
 from tickwork.queue.backoff import ExponentialBackoff
 
@@ -231,9 +232,15 @@ class DefinitionIn(_Input):
         return spec
 
 
+NULLABLE_EDITS = frozenset({"cron", "loop"})
+"""The fields of an edit that may be set to null (removed)."""
+
+
 class DefinitionEditIn(_Input):
     """Fields to change; the rest stay. ``cron`` and ``loop`` may be set to null (removed);
     null for another field is refused."""
+
+    model_config = ConfigDict(json_schema_extra=null_only(NULLABLE_EDITS))
 
     name: str | None = Field(None, min_length=1, max_length=MAX_NAME)
     description: str | None = Field(None, max_length=MAX_DESCRIPTION)
@@ -250,9 +257,6 @@ class DefinitionEditIn(_Input):
     @classmethod
     def _name(cls, name: str | None) -> str | None:
         return None if name is None else check_name(name)
-
-
-NULLABLE_EDITS = frozenset({"cron", "loop"})
 
 
 def parsed(model: type[_Input], given: Any, field: str = "") -> Any:
