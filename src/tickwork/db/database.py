@@ -29,6 +29,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from tickwork.config import Settings
 from tickwork.db import embedded
 from tickwork.db.driver_errors import one_line
+from tickwork.db.loaders import ADAPTERS
 from tickwork.db.statements import Statements
 from tickwork.db.store import Store
 from tickwork.db.store.runner import cursor
@@ -183,12 +184,16 @@ class Database:
         return {name: value for name, value in ours.items() if name not in given}
 
     def connection_kwargs(self, url: str, **server_settings: str) -> dict[str, Any]:
-        """Keyword arguments for tickwork's own pooled connections: autocommit, the connect
-        timeout and TCP settings (:meth:`tcp_kwargs`), and startup options: the server-side
-        TCP settings (``settings.tcp.server_side``), then the options the URL (or
+        """Keyword arguments for tickwork's own pooled connections: autocommit, the JSON
+        loaders of :mod:`tickwork.db.loaders`, the connect timeout and TCP settings
+        (:meth:`tcp_kwargs`), and startup options: the server-side TCP settings (``settings.tcp.server_side``), then the options the URL (or
         ``PGOPTIONS``) gives, which win over those, then ``server_settings``. Behind a
         transaction pooler: no options and no prepared statements."""
-        kwargs: dict[str, Any] = {"autocommit": True, **self.tcp_kwargs(url)}
+        kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "context": ADAPTERS,
+            **self.tcp_kwargs(url),
+        }
         if self.pooler:
             # Through a transaction pooler the next statement may run in another server
             # session, where a statement psycopg prepared (after prepare_threshold runs) does
@@ -215,7 +220,9 @@ class Database:
         :attr:`direct_url`."""
         url = self.direct_url
         try:
-            conn = psycopg.connect(url, autocommit=autocommit, **self.tcp_kwargs(url))
+            conn = psycopg.connect(
+                url, autocommit=autocommit, context=ADAPTERS, **self.tcp_kwargs(url)
+            )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
                 f"could not connect to the database: {one_line(exc)}"
@@ -233,7 +240,7 @@ class Database:
         url = await asyncio.to_thread(lambda: self.direct_url)
         try:
             conn = await psycopg.AsyncConnection.connect(
-                url, autocommit=autocommit, **self.tcp_kwargs(url)
+                url, autocommit=autocommit, context=ADAPTERS, **self.tcp_kwargs(url)
             )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tickwork.db.loaders import Undecodable, loads
 from tickwork.limits import LISTING_VALUE_BYTES, too_deep
 from tickwork.types import (
     AuditEvent,
@@ -26,10 +27,43 @@ if TYPE_CHECKING:
 Row = dict[str, Any]
 
 
+UNDECODABLE_ERROR = "tickwork.Undecodable"
+"""The type of the error of an attempt that ended because its job's row could not be decoded,
+and of a stored error that could not be."""
+
+
+def json_kind(value: Any) -> str:
+    """The JSON name of ``value``'s type, with its article (``an array``)."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "null" if value is None else "a number"
+
+
+def call_args(value: Any) -> dict[str, Any]:
+    """A job's stored ``args`` as the keyword arguments of its handler; an
+    :class:`Undecodable` (which is a dict) when they cannot be: undecoded, or not an object.
+    JSON null stands for no arguments."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value
+    return Undecodable(f"must be a JSON object, not {json_kind(value)}")
+
+
 def error_info(value: Any) -> ErrorInfo | None:
-    """The ``error`` JSON column as :class:`ErrorInfo`."""
+    """The ``error`` JSON column as :class:`ErrorInfo` (one that cannot be read as one says
+    why, as an error of type ``tickwork.Undecodable``)."""
     if not value:
         return None
+    if isinstance(value, Undecodable) or not isinstance(value, dict):
+        why = value.reason if isinstance(value, Undecodable) else f"is {json_kind(value)}"
+        return ErrorInfo(UNDECODABLE_ERROR, f"the stored error could not be read: it {why}", "")
     return ErrorInfo(
         type=str(value.get("type", "")),
         message=str(value.get("message", "")),
@@ -55,13 +89,20 @@ def progress(value: Any) -> Progress | None:
 
 def job(row: Row) -> Job:
     """A ``jobs`` row (plus ``error`` and ``duplicate``, and ``omitted`` in a listing) as a
-    :class:`Job`."""
-    args = row["args"]
+    :class:`Job`. ``args`` or ``result`` that could not be decoded (or ``args`` that are not
+    an object) are shown as ``{"undecodable": why}`` and named in ``omitted``."""
+    args = call_args(row["args"])
+    result = row["result"]
+    omitted = tuple(row.get("omitted") or ())
+    if isinstance(args, Undecodable):
+        omitted = (*omitted, "args")
+    if isinstance(result, Undecodable):
+        omitted = (*omitted, "result")
     return Job(
         id=row["id"],
         queue=row["queue"],
         task=row["task"],
-        args={} if args is None else args,
+        args=args,
         state=JobState(row["state"]),
         priority=row["priority"],
         attempts=row["attempts"],
@@ -71,14 +112,14 @@ def job(row: Row) -> Job:
         created_at=row["created_at"],
         created_by=row["created_by"],
         unique_key=row["unique_key"],
-        result=row["result"],
+        result=result,
         cancel_requested_at=row["cancel_requested_at"],
         finished_at=row["finished_at"],
         error=error_info(row.get("error")),
         schedule_id=row.get("schedule_id"),
         fire_time=row.get("fire_time"),
         duplicate=bool(row.get("duplicate", False)),
-        omitted=tuple(row.get("omitted") or ()),
+        omitted=omitted,
         progress=progress(row.get("progress")),
         trace_context=row.get("trace_context"),
     )
@@ -108,13 +149,40 @@ def servable(found: Job) -> Job:
     )
 
 
-def claimed(rows: list[tuple[Any, ...]]) -> list[tuple[Job, int, float]]:
+@dataclass(frozen=True, slots=True)
+class Undecoded:
+    """A claimed job whose row could not be decoded: its attempt cannot start."""
+
+    job_id: int
+    """The job."""
+    execution_id: int
+    """The attempt the claim started."""
+    message: str
+    """Why (``args could not be decoded: ...``), for the attempt's error."""
+
+
+def claimed(rows: list[tuple[Any, ...]]) -> tuple[list[tuple[Job, int, float]], list[Undecoded]]:
     """``job_claim``'s rows (read by position, see the statement) as (job, execution id,
-    seconds the job waited after it was due). The arguments of all jobs are decoded in one
-    JSON parse."""
+    seconds the job waited after it was due), and the rows whose arguments could not be
+    decoded, or are not an object (those jobs cannot run: the worker dead-letters them).
+    The arguments of all jobs are decoded in one JSON parse; only when that fails, or
+    finds arguments that are not an object, is each row decoded alone."""
     if not rows:
-        return []
-    all_args = json.loads("[" + ",".join([row[3] for row in rows]) + "]")
+        return [], []
+    try:
+        all_args = json.loads("[" + ",".join([row[3] for row in rows]) + "]")
+    except (RecursionError, ValueError):
+        all_args = None
+    if all_args is None or not all([type(args) is dict for args in all_args]):
+        all_args = [call_args(loads(row[3])) for row in rows]
+    undecoded = [
+        Undecoded(row[0], row[17], f"args could not be decoded: {args.reason}")
+        for row, args in zip(rows, all_args, strict=True)
+        if isinstance(args, Undecodable)
+    ]
+    if undecoded:
+        kept = [i for i, args in enumerate(all_args) if not isinstance(args, Undecodable)]
+        rows, all_args = [rows[i] for i in kept], [all_args[i] for i in kept]
     running = JobState.RUNNING
     found = [
         (
@@ -147,7 +215,7 @@ def claimed(rows: list[tuple[Any, ...]]) -> list[tuple[Job, int, float]]:
     for (job, _, _), row in zip(found, rows, strict=True):
         if row[19] is not None:  # traced enqueues only: most rows carry none
             job.trace_context = row[19]
-    return found
+    return found, undecoded
 
 
 def stored_job(document: dict[str, Any]) -> Job:
@@ -227,5 +295,10 @@ def execution(row: Row) -> Execution:
 
 
 def audit_event(row: Row) -> AuditEvent:
-    """An ``audit_events`` row as an :class:`AuditEvent`."""
-    return from_row(AuditEvent, row)
+    """An ``audit_events`` row as an :class:`AuditEvent` (metadata that is not an object,
+    or could not be decoded, as ``{"undecodable": why}``)."""
+    metadata = row["metadata"]
+    if isinstance(metadata, dict):
+        return from_row(AuditEvent, row)
+    why = f"must be a JSON object, not {json_kind(metadata)}"
+    return from_row(AuditEvent, row, metadata=Undecodable(why))

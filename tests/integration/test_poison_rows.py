@@ -1,0 +1,172 @@
+"""Rows no reader can decode whole (written by SQL or by an older version: JSON nested past
+the parser's reach, a number with more digits than Python converts, arguments that are not
+an object) are isolated: the API, the CLI and MCP show what they can, and a claim sends such
+a job to the dead letter at once, its batch-mates running as if it were not there."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tickwork import App, ExecutionState, JobState
+from tickwork.auth import Role
+from tickwork.mcp.tools import JobReport
+
+from .api_support import Api, start_api
+
+QUEUE = "poison"
+
+TOO_DEEP = '{"d": ' + "[" * 5000 + "]" * 5000 + "}"
+"""Args 5,001 levels deep: past the depth any recursive JSON parser reaches."""
+HUGE_NUMBER = '{"n": 1' + "0" * 5000 + "}"
+"""A 5,001-digit integer: PostgreSQL stores it; Python refuses to convert it (4,300 digits)."""
+
+POISON_ARGS = {
+    "too deep": TOO_DEEP,
+    "huge number": HUGE_NUMBER,
+    "an array": "[1, 2, 3]",
+    "a string": '"words"',
+    "a number": "42",
+}
+"""Stored ``args`` values no handler can be called with, by what is wrong with them."""
+
+
+@pytest.fixture
+async def api(app: App) -> AsyncIterator[Api]:
+    @app.task(name="tests.poison_echo", queue=QUEUE)
+    def echo(word: str = "hi", d: Any = None, n: Any = None) -> str:
+        return word
+
+    async for found in start_api(app):
+        yield found
+
+
+def insert_job(sql: Any, args: str, **columns: str) -> int:
+    """A job inserted by SQL with ``args`` (JSON text) and other columns as given."""
+    names = ", ".join(["queue", "task", "args", "max_attempts", "created_by", *columns])
+    marks = ", ".join(["%s"] * (5 + len(columns)))
+    values = (QUEUE, "tests.poison_echo", args, 3, "sql", *columns.values())
+    [(job_id,)] = sql.execute(
+        f"INSERT INTO jobs ({names}) VALUES ({marks}) RETURNING id", values
+    ).fetchall()
+    return int(job_id)
+
+
+@pytest.mark.parametrize("kind", sorted(POISON_ARGS))
+async def test_a_job_with_poison_args_is_served(api: Api, sql: Any, kind: str) -> None:
+    job_id = insert_job(sql, POISON_ARGS[kind])
+    headers = api.headers(Role.VIEWER)
+    page = await api.client.get(f"/api/jobs/{job_id}", headers=headers)
+    assert page.status_code == 200, page.text[:500]
+    assert page.json()["omitted"] == ["args"]
+    assert page.json()["args"]["undecodable"]  # says why
+    timeline = await api.client.get(f"/api/jobs/{job_id}/timeline", headers=headers)
+    assert timeline.status_code == 200, timeline.text[:500]
+    listing = await api.client.get("/api/jobs", headers=headers)
+    assert listing.status_code == 200, listing.text[:500]
+    [item] = listing.json()["items"]
+    assert item["omitted"] == ["args"]  # the marker, or {} when too large for a listing
+    assert list(item["args"]) in (["undecodable"], [])
+    searched = await api.client.get("/api/jobs", params={"q": "words"}, headers=headers)
+    assert searched.status_code == 200, searched.text[:500]
+    # the CLI and the Python API read the same row
+    job = api.app.get_job(job_id)
+    assert list(job.args) == ["undecodable"] and job.omitted == ("args",)
+
+
+async def test_poison_in_result_error_progress_and_the_audit_trail_is_served(
+    api: Api, sql: Any
+) -> None:
+    job_id = insert_job(
+        sql, "{}", state="DEAD_LETTER", result=TOO_DEEP, progress=TOO_DEEP, attempts="1"
+    )
+    sql.execute(
+        "INSERT INTO executions (job_id, attempt, worker_id, state, lease_expires_at,"
+        " finished_at, error) VALUES (%s, 1, gen_random_uuid(), 'FAILED', now(), now(), %s)",
+        (job_id, TOO_DEEP),
+    )
+    other = insert_job(sql, "{}", state="DEAD_LETTER", result=HUGE_NUMBER, attempts="1")
+    sql.execute(
+        "INSERT INTO executions (job_id, attempt, worker_id, state, lease_expires_at,"
+        " finished_at, error) VALUES (%s, 1, gen_random_uuid(), 'FAILED', now(), now(), %s)",
+        (other, '["not", "an", "object"]'),
+    )
+    for target, metadata in ((job_id, TOO_DEEP), (other, '"not an object"')):
+        sql.execute(
+            "INSERT INTO audit_events (actor, event_type, target_type, target_id, metadata)"
+            " VALUES ('sql', 'job.poked', 'job', %s, %s)",
+            (str(target), metadata),
+        )
+    headers = api.headers(Role.VIEWER)
+    for one in (job_id, other):
+        page = await api.client.get(f"/api/jobs/{one}", headers=headers)
+        assert page.status_code == 200, page.text[:500]
+        assert "undecodable" in page.json()["result"] and "result" in page.json()["omitted"]
+        [attempt] = page.json()["executions"]
+        assert attempt["error"]["type"] == "tickwork.Undecodable"
+        timeline = await api.client.get(f"/api/jobs/{one}/timeline", headers=headers)
+        assert timeline.status_code == 200, timeline.text[:500]
+        [poked] = [e for e in timeline.json() if e["event"] == "job.poked"]
+        assert "undecodable" in poked["detail"]
+        audit = await api.client.get(
+            "/api/audit",
+            params={"target_type": "job", "target_id": str(one)},
+            headers=api.headers(Role.ADMIN),
+        )
+        assert audit.status_code == 200, audit.text[:500]
+    listing = await api.client.get("/api/jobs", headers=headers)
+    assert listing.status_code == 200, listing.text[:500]
+    assert [i["omitted"] for i in listing.json()["items"]] == [["result"], ["result"]]
+
+
+async def test_mcp_get_job_answers_for_a_poison_row(api: Api, sql: Any) -> None:
+    # MCP's tools call the API: its answer must validate as the tool's report
+    job_id = insert_job(sql, TOO_DEEP)
+    headers = api.headers(Role.VIEWER)
+    job = (await api.client.get(f"/api/jobs/{job_id}", headers=headers)).json()
+    timeline = (await api.client.get(f"/api/jobs/{job_id}/timeline", headers=headers)).json()
+    report = JobReport.model_validate({"job": job, "timeline": timeline})
+    assert report.job.omitted == ["args"]
+
+
+async def test_a_claim_dead_letters_poison_rows_and_runs_the_rest(app: App, sql: Any) -> None:
+    ran: list[int] = []
+
+    @app.task(name="tests.poison_echo", queue=QUEUE)
+    def echo(word: str = "hi", d: Any = None, n: Any = None) -> str:
+        ran.append(1)
+        return word
+
+    healthy = [insert_job(sql, json.dumps({"word": f"w{i}"})) for i in range(3)]
+    healthy.append(insert_job(sql, "null"))  # JSON null: no arguments
+    poison = {kind: insert_job(sql, text) for kind, text in POISON_ARGS.items()}
+    worker = app.worker(queues=[QUEUE], concurrency=len(healthy) + len(poison))
+    result = await worker.run_once()
+    assert result.claimed == len(healthy)  # the poison rows never become attempts
+    assert all(o.job_state is JobState.SUCCEEDED for o in result.outcomes)
+    for job_id in healthy:
+        job = app.get_job(job_id)
+        assert job.state is JobState.SUCCEEDED and job.attempts == 1
+    assert len(ran) == len(healthy)
+    for kind, job_id in poison.items():
+        job = app.get_job(job_id)
+        assert job.state is JobState.DEAD_LETTER, kind
+        assert job.attempts == 1 and job.error is not None, kind
+        assert job.error.type == "tickwork.Undecodable", kind
+        assert job.error.message.startswith("args could not be decoded:"), job.error.message
+        [attempt] = app.list_executions(job_id)
+        assert attempt.state is ExecutionState.FAILED
+    deep = (app.get_job(poison["too deep"])).error
+    assert deep is not None and "nested 5,001 levels deep" in deep.message
+    array = (app.get_job(poison["an array"])).error
+    assert array is not None and "must be a JSON object, not an array" in array.message
+    # nothing is left to claim: the poison rows do not come back
+    assert (await app.worker(queues=[QUEUE]).run_once()).claimed == 0
+    [(events,)] = sql.execute(
+        "SELECT count(*) FROM audit_events WHERE event_type = 'job.dead_lettered'"
+    ).fetchall()
+    assert events == len(poison)
+    await worker.close()
