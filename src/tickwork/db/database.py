@@ -186,9 +186,10 @@ class Database:
     def connection_kwargs(self, url: str, **server_settings: str) -> dict[str, Any]:
         """Keyword arguments for tickwork's own pooled connections: autocommit, the JSON
         loaders of :mod:`tickwork.db.loaders`, the connect timeout and TCP settings
-        (:meth:`tcp_kwargs`), and startup options: the server-side TCP settings (``settings.tcp.server_side``), then the options the URL (or
-        ``PGOPTIONS``) gives, which win over those, then ``server_settings``. Behind a
-        transaction pooler: no options and no prepared statements."""
+        (:meth:`tcp_kwargs`), and startup options: the server-side TCP settings
+        (``settings.tcp.server_side``), then the options the URL (or ``PGOPTIONS``) gives,
+        which win over those, then ``server_settings``. Behind a transaction pooler: no
+        options and no prepared statements."""
         kwargs: dict[str, Any] = {
             "autocommit": True,
             "context": ADAPTERS,
