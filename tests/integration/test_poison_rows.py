@@ -9,11 +9,18 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from psycopg.rows import dict_row
 
 from tickwork import App, ExecutionState, JobState
+from tickwork.api.schemas import JobOut
 from tickwork.auth import Role
+from tickwork.db.loaders import ADAPTERS
 from tickwork.mcp.tools import JobReport
+from tickwork.queue import rows as decode
 
 from .api_support import Api, start_api
 
@@ -170,3 +177,68 @@ async def test_a_claim_dead_letters_poison_rows_and_runs_the_rest(app: App, sql:
     ).fetchall()
     assert events == len(poison)
     await worker.close()
+
+
+def nested_text(depth: int, kinds: list[bool]) -> str:
+    """JSON text ``depth`` levels deep, arrays and objects mixed as ``kinds`` says."""
+    opened = [("[", "]") if kinds[i % len(kinds)] else ('{"k":', "}") for i in range(depth)]
+    inner = "".join(o for o, _ in opened) + "1" + "".join(c for _, c in reversed(opened))
+    return inner
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+hostile_json = st.one_of(
+    st.builds(nested_text, st.integers(1, 20_000), st.lists(st.booleans(), min_size=1)),
+    st.integers(1, 10_000).map(lambda digits: '{"n": 1' + "0" * (digits - 1) + "}"),
+    st.integers(1, 10_000).map(lambda digits: "[-1" + "0" * (digits - 1) + "]"),
+    json_values.map(json.dumps),
+    json_values.map(lambda value: json.dumps({"v": value})),
+)
+"""JSON texts a red team would store as a job's args: deep, long-numbered, not objects,
+odd strings (NUL and lone surrogates among them, which PostgreSQL refuses)."""
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(text=hostile_json)
+def test_hostile_args_never_fail_a_read_or_a_claim(
+    database_url: str, schema: str, sql: Any, text: str
+) -> None:
+    try:
+        [(job_id,)] = sql.execute(
+            "INSERT INTO jobs (queue, task, args, max_attempts, created_by)"
+            " VALUES ('hostile', 't', %s, 1, 'sql') RETURNING id",
+            (text,),
+        ).fetchall()
+    except psycopg.DataError:
+        return  # PostgreSQL refused it (a NUL, a lone surrogate): nothing to read
+    try:
+        with psycopg.connect(database_url, autocommit=True, context=ADAPTERS) as conn:
+            conn.execute(f"SET search_path TO {schema}")
+            stored = conn.execute("SELECT args::text FROM jobs WHERE id = %s", (job_id,))
+            [(as_text,)] = stored.fetchall()
+            row = conn.cursor(row_factory=dict_row).execute(
+                "SELECT *, NULL AS error FROM jobs WHERE id = %s", (job_id,)
+            )
+            job = decode.job(row.fetchone() or {})
+        # the page: what the API serves validates and encodes
+        JobOut.model_validate(decode.servable(job)).model_dump_json()
+        # the claim: the row, as job_claim returns it, decodes or is named undecodable
+        claim_row = (job_id, "hostile", "t", as_text, *([None] * 13), 7, 0.0, None)
+        jobs, undecoded = decode.claimed([claim_row])
+        try:
+            plain = json.loads(as_text)
+        except (RecursionError, ValueError):
+            plain = None
+        runnable = (plain is None and as_text == "null") or isinstance(plain, dict)
+        assert (len(jobs), len(undecoded)) == ((1, 0) if runnable else (0, 1))
+        assert (job.omitted == ()) is runnable
+    finally:
+        sql.execute("DELETE FROM jobs WHERE id = %s", (job_id,))
