@@ -18,7 +18,7 @@ from psycopg.rows import dict_row
 from tickwork import App, ExecutionState, JobState
 from tickwork.api.schemas import JobOut
 from tickwork.auth import Role
-from tickwork.db.loaders import ADAPTERS
+from tickwork.db.loaders import ADAPTERS, DECODE_DEPTH, json_depth
 from tickwork.mcp.tools import JobReport
 from tickwork.queue import rows as decode
 
@@ -167,7 +167,8 @@ async def test_a_claim_dead_letters_poison_rows_and_runs_the_rest(app: App, sql:
         [attempt] = app.list_executions(job_id)
         assert attempt.state is ExecutionState.FAILED
     deep = (app.get_job(poison["too deep"])).error
-    assert deep is not None and "nested 5,001 levels deep" in deep.message
+    assert deep is not None
+    assert deep.message == "args could not be decoded: nested deeper than 512 levels (5,001)"
     array = (app.get_job(poison["an array"])).error
     assert array is not None and "must be a JSON object, not an array" in array.message
     # nothing is left to claim: the poison rows do not come back
@@ -177,6 +178,33 @@ async def test_a_claim_dead_letters_poison_rows_and_runs_the_rest(app: App, sql:
     ).fetchall()
     assert events == len(poison)
     await worker.close()
+
+
+async def test_a_timeout_stored_as_nan_or_infinity(api: Api, sql: Any) -> None:
+    # the column's check (timeout > 0) lets both pass: NaN sorts above every number
+    nan = insert_job(sql, '{"word": "nan"}', timeout="NaN")
+    endless = insert_job(sql, '{"word": "endless"}', timeout="Infinity")
+    for job_id in (nan, endless):
+        page = await api.client.get(f"/api/jobs/{job_id}", headers=api.headers(Role.VIEWER))
+        assert page.status_code == 200, page.text[:500]
+        assert page.json()["timeout"] is None  # no JSON number says either
+    listing = await api.client.get("/api/jobs", headers=api.headers(Role.VIEWER))
+    assert listing.status_code == 200, listing.text[:500]
+    # both run with no limit (a NaN deadline among the event loop's timers would break
+    # the order of every other timer of the worker)
+    claimed: list[float | None] = []
+    original = decode.claimed
+
+    def spy(rows: list[tuple[Any, ...]]) -> Any:
+        found = original(rows)
+        claimed.extend(job.timeout for job, _, _ in found[0])
+        return found
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decode, "claimed", spy)
+        result = await api.app.worker(queues=[QUEUE], concurrency=2).run_once()
+    assert claimed == [None, None]
+    assert [o.job_state for o in result.outcomes] == [JobState.SUCCEEDED] * 2
 
 
 def nested_text(depth: int, kinds: list[bool]) -> str:
@@ -217,8 +245,8 @@ def test_hostile_args_never_fail_a_read_or_a_claim(
             " VALUES ('hostile', 't', %s, 1, 'sql') RETURNING id",
             (text,),
         ).fetchall()
-    except psycopg.DataError:
-        return  # PostgreSQL refused it (a NUL, a lone surrogate): nothing to read
+    except (psycopg.DataError, psycopg.errors.StatementTooComplex):
+        return  # PostgreSQL refused it (a NUL, a lone surrogate, too deep): nothing to read
     try:
         with psycopg.connect(database_url, autocommit=True, context=ADAPTERS) as conn:
             conn.execute(f"SET search_path TO {schema}")
@@ -233,9 +261,9 @@ def test_hostile_args_never_fail_a_read_or_a_claim(
         # the claim: the row, as job_claim returns it, decodes or is named undecodable
         claim_row = (job_id, "hostile", "t", as_text, *([None] * 13), 7, 0.0, None)
         jobs, undecoded = decode.claimed([claim_row])
-        try:
-            plain = json.loads(as_text)
-        except (RecursionError, ValueError):
+        try:  # the rule: an object (or null) no deeper than DECODE_DEPTH, numbers read
+            plain = None if json_depth(as_text) > DECODE_DEPTH else json.loads(as_text)
+        except ValueError:
             plain = None
         runnable = (plain is None and as_text == "null") or isinstance(plain, dict)
         assert (len(jobs), len(undecoded)) == ((1, 0) if runnable else (0, 1))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tickwork.db.loaders import Undecodable, loads
+from tickwork.db.loaders import Undecodable, loads, too_deep_to_decode
 from tickwork.limits import LISTING_VALUE_BYTES, too_deep
 from tickwork.types import (
     AuditEvent,
@@ -108,7 +109,7 @@ def job(row: Row) -> Job:
         attempts=row["attempts"],
         max_attempts=row["max_attempts"],
         run_at=row["run_at"],
-        timeout=row["timeout"],
+        timeout=seconds(row["timeout"]),
         created_at=row["created_at"],
         created_by=row["created_by"],
         unique_key=row["unique_key"],
@@ -165,21 +166,30 @@ def claimed(rows: list[tuple[Any, ...]]) -> tuple[list[tuple[Job, int, float]], 
     """``job_claim``'s rows (read by position, see the statement) as (job, execution id,
     seconds the job waited after it was due), and the rows whose arguments could not be
     decoded, or are not an object (those jobs cannot run: the worker dead-letters them).
-    The arguments of all jobs are decoded in one JSON parse; only when that fails, or
-    finds arguments that are not an object, is each row decoded alone."""
+    The arguments of all jobs are decoded in one JSON parse; only when that fails, finds
+    arguments that are not an object, or one nests deeper than the connections' loader
+    decodes (:func:`~tickwork.db.loaders.loads`), is each row decoded alone, by its rules."""
     if not rows:
         return [], []
     try:
         all_args = json.loads("[" + ",".join([row[3] for row in rows]) + "]")
     except (RecursionError, ValueError):
         all_args = None
-    if all_args is None or not all([type(args) is dict for args in all_args]):
+    if (
+        all_args is None
+        or not all([type(args) is dict for args in all_args])
+        or any([too_deep_to_decode(row[3]) is not None for row in rows])  # not everywhere
+    ):
         all_args = [call_args(loads(row[3])) for row in rows]
     undecoded = [
         Undecoded(row[0], row[17], f"args could not be decoded: {args.reason}")
         for row, args in zip(rows, all_args, strict=True)
         if isinstance(args, Undecodable)
     ]
+    if not all([row[8] is None or math.isfinite(row[8]) for row in rows]):
+        # NaN or infinity, stored by SQL: as on the job's page, no limit (a NaN deadline
+        # would sit among the event loop's timers, which it cannot be ordered with)
+        rows = [(*row[:8], seconds(row[8]), *row[9:]) for row in rows]
     if undecoded:
         kept = [i for i, args in enumerate(all_args) if not isinstance(args, Undecodable)]
         rows, all_args = [rows[i] for i in kept], [all_args[i] for i in kept]
@@ -216,6 +226,12 @@ def claimed(rows: list[tuple[Any, ...]]) -> tuple[list[tuple[Job, int, float]], 
         if row[19] is not None:  # traced enqueues only: most rows carry none
             job.trace_context = row[19]
     return found, undecoded
+
+
+def seconds(value: float | None) -> float | None:
+    """A stored ``timeout``, where infinity and NaN (stored by SQL: the column's check lets
+    both pass) are no limit, as no JSON number can say either."""
+    return value if value is None or math.isfinite(value) else None
 
 
 def stored_job(document: dict[str, Any]) -> Job:
