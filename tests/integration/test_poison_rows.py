@@ -6,6 +6,8 @@ a job to the dead letter at once, its batch-mates running as if it were not ther
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -137,6 +139,35 @@ async def test_mcp_get_job_answers_for_a_poison_row(api: Api, sql: Any) -> None:
     timeline = (await api.client.get(f"/api/jobs/{job_id}/timeline", headers=headers)).json()
     report = JobReport.model_validate({"job": job, "timeline": timeline})
     assert report.job.omitted == ["args"]
+
+
+def tickwork(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m tickwork ARGS`` against the test schema, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "tickwork", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,  # a hang guard, not a timing assertion
+        check=False,
+    )
+
+
+def test_the_cli_shows_a_poison_row(db_env: dict[str, str], clean: None, sql: Any) -> None:
+    job_id = insert_job(sql, TOO_DEEP)
+    sql.execute(
+        "INSERT INTO audit_events (actor, event_type, target_type, target_id, metadata)"
+        " VALUES ('sql', 'job.poked', 'job', %s, %s)",
+        (str(job_id), "[1]"),
+    )
+    shown = tickwork(db_env, "jobs", "show", str(job_id))
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "undecodable" in shown.stdout and "nested deeper than 512 levels" in shown.stdout
+    as_json = tickwork(db_env, "jobs", "show", str(job_id), "--json")
+    assert as_json.returncode == 0, as_json.stderr[-2000:]
+    assert json.loads(as_json.stdout)["omitted"] == ["args"]
+    listed = tickwork(db_env, "jobs", "list", "--json")
+    assert listed.returncode == 0, listed.stderr[-2000:]
 
 
 async def test_a_claim_dead_letters_poison_rows_and_runs_the_rest(app: App, sql: Any) -> None:
