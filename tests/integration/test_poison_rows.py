@@ -23,8 +23,10 @@ from tickwork.auth import Role
 from tickwork.db.loaders import ADAPTERS, DECODE_DEPTH, json_depth
 from tickwork.mcp.tools import JobReport
 from tickwork.queue import rows as decode
+from tickwork.signals import admin as signal_admin
 
 from .api_support import Api, start_api
+from .test_signals import Recorder, make_app, shift
 
 QUEUE = "poison"
 
@@ -301,3 +303,27 @@ def test_hostile_args_never_fail_a_read_or_a_claim(
         assert (job.omitted == ()) is runnable
     finally:
         sql.execute("DELETE FROM jobs WHERE id = %s", (job_id,))
+
+
+async def test_a_signal_whose_payload_cannot_be_decoded_is_not_delivered(
+    database_url: str, schema: str, clean: None, sql: Any
+) -> None:
+    app = make_app(database_url, schema)
+    try:
+        pool = await app.db.async_pool()
+        runtime = app.signal_runtime(pool, holder_id="test-holder")
+        await runtime.leases.run_once()
+        reactor = Recorder("a", {"RESULT_SET_CHANGED"})
+        app.add_reactor(reactor)
+        poison = app.signals.emit("RESULT_SET_CHANGED", aggregate_key="k:1", payload={"x": 1})
+        healthy = app.signals.emit("RESULT_SET_CHANGED", aggregate_key="k:2", payload={"x": 2})
+        sql.execute("UPDATE signals SET payload = %s WHERE id = %s", (TOO_DEEP, poison.signal_id))
+        shift(sql, 3600)
+        await runtime.processor.run_once()
+        assert reactor.seen == [healthy.signal_id]  # never run on a marker for a payload
+        detail = await signal_admin.get_signal(runtime.pool, runtime.store, poison.signal_id)
+        [delivery] = detail.deliveries
+        assert delivery.status.value == "FAILED" and delivery.error_message is not None
+        assert "payload could not be decoded: nested deeper than 512" in delivery.error_message
+    finally:
+        await app.aclose()
