@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tickwork.db.loaders import Undecodable, loads, too_deep_to_decode
+from tickwork.db.loaders import DECODE_DEPTH, Undecodable, loads, too_deep_to_decode
 from tickwork.limits import LISTING_VALUE_BYTES, too_deep
 from tickwork.types import (
     AuditEvent,
@@ -171,14 +171,18 @@ def claimed(rows: list[tuple[Any, ...]]) -> tuple[list[tuple[Job, int, float]], 
     decodes (:func:`~tickwork.db.loaders.loads`), is each row decoded alone, by its rules."""
     if not rows:
         return [], []
+    joined = ",".join([row[3] for row in rows])
     try:
-        all_args = json.loads("[" + ",".join([row[3] for row in rows]) + "]")
+        all_args = json.loads("[" + joined + "]")
     except (RecursionError, ValueError):
         all_args = None
     if (
         all_args is None
         or not all([type(args) is dict for args in all_args])
-        or any([too_deep_to_decode(row[3]) is not None for row in rows])  # not everywhere
+        or (  # decoded here, but not by every reader: the rule is the same for all
+            joined.count("[") + joined.count("{") > DECODE_DEPTH
+            and any([too_deep_to_decode(row[3]) is not None for row in rows])
+        )
     ):
         all_args = [call_args(loads(row[3])) for row in rows]
     undecoded = [
