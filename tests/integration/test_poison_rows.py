@@ -23,6 +23,7 @@ from tickwork.auth import Role
 from tickwork.db.loaders import ADAPTERS, DECODE_DEPTH, json_depth
 from tickwork.mcp.tools import JobReport
 from tickwork.queue import rows as decode
+from tickwork.schedule.scheduler import Scheduler
 from tickwork.signals import admin as signal_admin
 
 from .api_support import Api, start_api
@@ -131,6 +132,29 @@ async def test_poison_in_result_error_progress_and_the_audit_trail_is_served(
     listing = await api.client.get("/api/jobs", headers=headers)
     assert listing.status_code == 200, listing.text[:500]
     assert [i["omitted"] for i in listing.json()["items"]] == [["result"], ["result"]]
+
+
+async def test_an_enqueue_whose_unique_key_a_poison_row_holds(api: Api, sql: Any) -> None:
+    held = insert_job(sql, TOO_DEEP, unique_key="held")
+    other = insert_job(sql, HUGE_NUMBER, unique_key="other")
+    job = await api.app.enqueue_async("tests.poison_echo", unique_key="held")
+    assert job.duplicate and job.id == held and job.omitted == ("args",)
+    jobs = await api.app.enqueue_many_async(
+        [
+            {"task": "tests.poison_echo", "unique_key": "held"},
+            {"task": "tests.poison_echo", "unique_key": "new"},
+            {"task": "tests.poison_echo", "unique_key": "other"},
+        ]
+    )
+    assert [j.duplicate for j in jobs] == [True, False, True]
+    assert [jobs[0].id, jobs[2].id] == [held, other]
+    answer = await api.client.post(
+        "/api/jobs",
+        json={"task": "tests.poison_echo", "unique_key": "held"},
+        headers=api.headers(Role.OPERATOR),
+    )
+    assert answer.status_code == 200, answer.text[:500]
+    assert answer.json()["id"] == held and answer.json()["omitted"] == ["args"]
 
 
 async def test_mcp_get_job_answers_for_a_poison_row(api: Api, sql: Any) -> None:
@@ -327,3 +351,41 @@ async def test_a_signal_whose_payload_cannot_be_decoded_is_not_delivered(
         assert "payload could not be decoded: nested deeper than 512" in delivery.error_message
     finally:
         await app.aclose()
+
+
+@pytest.mark.parametrize("kind", ["too deep", "an array"])
+async def test_a_schedule_with_poison_args_is_served(api: Api, sql: Any, kind: str) -> None:
+    made = await api.client.post(
+        "/api/schedules",
+        json={"name": "old", "task": "tests.poison_echo", "cron": "0 3 * * *"},
+        headers=api.headers(Role.ADMIN),
+    )
+    assert made.status_code == 201, made.text
+    sql.execute("UPDATE schedules SET args = %s WHERE name = 'old'", (POISON_ARGS[kind],))
+    listing = await api.client.get("/api/schedules", headers=api.headers(Role.VIEWER))
+    assert listing.status_code == 200, listing.text[:500]
+    assert listing.json()[0]["omitted"] == ["args"]
+    one = await api.client.get("/api/schedules/old", headers=api.headers(Role.VIEWER))
+    assert one.status_code == 200, one.text[:500]
+    assert list(one.json()["args"]) == ["undecodable"]
+
+
+async def test_a_schedule_with_poison_args_is_left_alone_and_the_rest_fire(
+    app: App, sql: Any
+) -> None:
+    @app.schedule("* * * * *", name="poisoned")
+    @app.schedule("* * * * *", name="healthy")
+    @app.task(name="tests.poison_echo", queue=QUEUE)
+    def echo(word: str = "hi") -> str:
+        return word
+
+    scheduler = Scheduler(
+        await app.db.async_pool(), app.db.store, lambda name: app.tasks[name].options
+    )
+    await scheduler.sync(list(app.schedules.values()))
+    sql.execute("UPDATE schedules SET args = %s WHERE name = 'poisoned'", (TOO_DEEP,))
+    sql.execute("UPDATE schedules SET next_run_at = '2026-01-01T00:00:00Z'")
+    fired = await scheduler.run_once()
+    assert [f.schedule for f in fired.fired] == ["healthy"]
+    [(jobs,)] = sql.execute("SELECT count(*) FROM jobs").fetchall()
+    assert jobs == 1  # none with a marker for arguments

@@ -239,8 +239,12 @@ def seconds(value: float | None) -> float | None:
 
 
 def stored_job(document: dict[str, Any]) -> Job:
-    """A job row sent back as JSON (``to_jsonb``), as a :class:`Job`."""
+    """A job row sent back as JSON (``to_jsonb``, its JSON columns as text), as a
+    :class:`Job`."""
     row = dict(document)
+    for name in ("args", "result", "progress"):
+        if isinstance(row.get(name), str):
+            row[name] = loads(row[name])
     for name in ("run_at", "created_at", "cancel_requested_at", "finished_at", "fire_time"):
         if row.get(name) is not None:
             row[name] = datetime.fromisoformat(row[name])

@@ -42,7 +42,11 @@ WITH inserted AS (
         WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING')
         DO UPDATE SET unique_key = EXCLUDED.unique_key  -- no-op, so RETURNING yields the holder
     RETURNING j.id, j.queue, j.run_at, (j.xmax <> 0) AS duplicate,
-              CASE WHEN j.xmax <> 0 THEN to_jsonb(j) END AS existing
+              CASE WHEN j.xmax <> 0 THEN to_jsonb(j) || jsonb_build_object(  -- the JSON
+                  -- columns as text inside, each decoded alone: a holder stored with a value
+                  -- the client cannot decode must not make the whole answer undecodable
+                  'args', j.args::text, 'result', j.result::text,
+                  'progress', j.progress::text) END AS existing
 ), notify AS (
     SELECT pg_notify('{schema}.jobs', q.queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE NOT duplicate AND run_at <= now()) AS q
@@ -106,7 +110,11 @@ WITH inserted AS (
         WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING')
         DO UPDATE SET unique_key = EXCLUDED.unique_key  -- no-op, so RETURNING yields the holder
     RETURNING j.id, j.queue, j.run_at, (j.xmax <> 0) AS duplicate,
-              CASE WHEN j.xmax <> 0 THEN to_jsonb(j) END AS existing
+              CASE WHEN j.xmax <> 0 THEN to_jsonb(j) || jsonb_build_object(  -- the JSON
+                  -- columns as text inside, each decoded alone: a holder stored with a value
+                  -- the client cannot decode must not make the whole answer undecodable
+                  'args', j.args::text, 'result', j.result::text,
+                  'progress', j.progress::text) END AS existing
 ), notify AS (
     SELECT pg_notify('{schema}.jobs', queue) FROM inserted WHERE NOT duplicate AND run_at <= now()
 )
