@@ -54,7 +54,11 @@ def call_args(value: Any) -> dict[str, Any]:
         return {}
     if isinstance(value, dict):
         return value
-    return Undecodable(f"must be a JSON object, not {json_kind(value)}")
+    return Undecodable(_not_an_object(value))
+
+
+def _not_an_object(value: Any) -> str:
+    return f"must be a JSON object, not {json_kind(value)}"
 
 
 def error_info(value: Any) -> ErrorInfo | None:
@@ -63,8 +67,8 @@ def error_info(value: Any) -> ErrorInfo | None:
     if not value:
         return None
     if isinstance(value, Undecodable) or not isinstance(value, dict):
-        why = value.reason if isinstance(value, Undecodable) else f"is {json_kind(value)}"
-        return ErrorInfo(UNDECODABLE_ERROR, f"the stored error could not be read: it {why}", "")
+        why = value.reason if isinstance(value, Undecodable) else _not_an_object(value)
+        return ErrorInfo(UNDECODABLE_ERROR, f"the stored error could not be decoded: {why}", "")
     return ErrorInfo(
         type=str(value.get("type", "")),
         message=str(value.get("message", "")),
@@ -324,5 +328,4 @@ def audit_event(row: Row) -> AuditEvent:
     metadata = row["metadata"]
     if isinstance(metadata, dict):
         return from_row(AuditEvent, row)
-    why = f"must be a JSON object, not {json_kind(metadata)}"
-    return from_row(AuditEvent, row, metadata=Undecodable(why))
+    return from_row(AuditEvent, row, metadata=Undecodable(_not_an_object(metadata)))
