@@ -145,7 +145,8 @@ class Job:
     """True when an enqueue returned this existing job because of ``unique_key``."""
     omitted: tuple[str, ...] = ()
     """Fields this snapshot leaves out (``args`` empty, ``result`` None): too large for a
-    listing, or nested too deep to be served; reading the job itself returns what it can."""
+    listing, or nested too deep to be served; reading the job itself returns what it can.
+    A stored value that cannot be decoded at all is ``{"undecodable": why}`` and named here."""
     progress: Progress | None = None
     """What its handler last reported with ``ctx.progress`` (kept once the job finishes)."""
     trace_context: str | None = None

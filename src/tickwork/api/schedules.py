@@ -12,10 +12,11 @@ from tickwork.api.contract import answer
 from tickwork.api.schemas import JobOut, ScheduleEditIn, ScheduleIn, ScheduleOut
 from tickwork.api.security import Services, caller, services
 from tickwork.auth import Principal
+from tickwork.db.loaders import Undecodable
 from tickwork.limits import too_deep
 from tickwork.queue import admin as queue_admin
 from tickwork.queue.options import TaskOptions
-from tickwork.queue.rows import servable
+from tickwork.queue.rows import call_args, servable
 from tickwork.schedule import admin
 from tickwork.schedule.records import StoredSchedule
 
@@ -29,8 +30,12 @@ Caller = Annotated[Principal, Depends(caller)]
 
 def _shown(schedule: StoredSchedule) -> StoredSchedule:
     """A schedule as served: arguments stored before the depth limit, too deep to be
-    served, are left out and named in ``omitted`` (the stored row is untouched)."""
-    if not too_deep(schedule.args):
+    served, are left out and named in ``omitted`` (the stored row is untouched); arguments
+    that cannot be decoded, or are not an object, are ``{"undecodable": why}``, named too."""
+    args = call_args(schedule.args)
+    if isinstance(args, Undecodable):
+        return replace(schedule, args=args, omitted=("args",))
+    if not too_deep(args):
         return schedule
     return replace(schedule, args={}, omitted=("args",))
 

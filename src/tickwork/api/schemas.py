@@ -210,7 +210,8 @@ class JobOut(Model):
     omitted: list[Literal["args", "result"]] = Field(
         default_factory=list,
         description="fields left out (args {}, result null): too large for a listing (the"
-        " job's own page has them) or nested too deep to be served",
+        " job's own page has them) or nested too deep to be served; or stored values no"
+        ' reader can decode, shown as {"undecodable": "<why>"}',
     )
     progress: Progress | None = Field(
         default=None, description="what the handler last reported with ctx.progress"

@@ -36,6 +36,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from tickwork.config import Settings
 from tickwork.db import embedded
 from tickwork.db.driver_errors import one_line
+from tickwork.db.loaders import ADAPTERS
 from tickwork.db.reach import Reach, ReachingPool
 from tickwork.db.statements import Statements
 from tickwork.db.store import Store
@@ -230,17 +231,22 @@ class Database:
         return self._kwargs(url, self.bounds(), {})
 
     def connection_kwargs(self, url: str, **server_settings: str) -> dict[str, Any]:
-        """Keyword arguments for tickwork's own pooled connections: autocommit, the connect
-        timeout and TCP settings (:meth:`tcp_kwargs`), and startup options: the server-side
-        TCP settings (``settings.tcp.server_side``), then the options the URL (or
-        ``PGOPTIONS``) gives, which win over those, then ``server_settings``. Behind a
-        transaction pooler: no options and no prepared statements."""
+        """Keyword arguments for tickwork's own pooled connections: autocommit, the JSON
+        loaders of :mod:`tickwork.db.loaders`, the connect timeout and TCP settings
+        (:meth:`tcp_kwargs`), and startup options: the server-side TCP settings
+        (``settings.tcp.server_side``), then the options the URL (or ``PGOPTIONS``) gives,
+        which win over those, then ``server_settings``. Behind a transaction pooler: no
+        options and no prepared statements."""
         return self._kwargs(url, {}, server_settings)
 
     def _kwargs(
         self, url: str, bounds: dict[str, str], server_settings: dict[str, str]
     ) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"autocommit": True, **self.tcp_kwargs(url)}
+        kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "context": ADAPTERS,
+            **self.tcp_kwargs(url),
+        }
         if self.pooler:
             # Through a transaction pooler the next statement may run in another server
             # session, where a statement psycopg prepared (after prepare_threshold runs) does
@@ -267,7 +273,9 @@ class Database:
         :attr:`direct_url`."""
         url = self.direct_url
         try:
-            conn = psycopg.connect(url, autocommit=autocommit, **self.tcp_kwargs(url))
+            conn = psycopg.connect(
+                url, autocommit=autocommit, context=ADAPTERS, **self.tcp_kwargs(url)
+            )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(
                 f"could not connect to the database: {one_line(exc)}"
@@ -285,7 +293,7 @@ class Database:
         url = await asyncio.to_thread(lambda: self.direct_url)
         try:
             conn = await psycopg.AsyncConnection.connect(
-                url, autocommit=autocommit, **self.tcp_kwargs(url)
+                url, autocommit=autocommit, context=ADAPTERS, **self.tcp_kwargs(url)
             )
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(

@@ -34,12 +34,14 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from tickwork.db.driver_errors import CONNECTION_ERRORS
+from tickwork.db.loaders import Undecodable
 from tickwork.db.store import Store
 from tickwork.db.store.schedules import ScheduleFields
 from tickwork.errors import ScheduleError
 from tickwork.queue.admin import WORKER_STALE_AFTER
 from tickwork.queue.enqueue import encode_args
 from tickwork.queue.options import TaskOptions
+from tickwork.queue.rows import call_args
 from tickwork.schedule.cron import CronSchedule
 from tickwork.schedule.records import Misfire, Overlap, ScheduleSpec, job_options, task_targets
 from tickwork.services.leases import LeaseManager, Role
@@ -262,8 +264,9 @@ class Scheduler:
         return TickResult(fired, missed, overlapped, more=more)
 
     def _parse(self, row: dict[str, Any]) -> CronSchedule | None:
-        """The schedule's cron, or None for a stored definition that does not parse (left
-        alone; logged once per definition)."""
+        """The schedule's cron, or None for a stored definition that does not parse, or whose
+        args cannot be decoded or are not an object (left alone; logged once per
+        definition)."""
         definition = (row["cron"], row["timezone"])
         try:
             cron = CronSchedule.parse(*definition)
@@ -272,6 +275,15 @@ class Scheduler:
                 log.error(
                     "schedule has an invalid definition; left alone",
                     extra={"schedule": row["name"], "error": str(exc)},
+                )
+            self._invalid[row["id"]] = definition
+            return None
+        args = call_args(row["args"])
+        if isinstance(args, Undecodable):  # stored by SQL: no job could run with them
+            if self._invalid.get(row["id"]) != definition:
+                log.error(
+                    "schedule's args cannot be decoded; left alone",
+                    extra={"schedule": row["name"], "error": args.reason},
                 )
             self._invalid[row["id"]] = definition
             return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from tickwork.db.loaders import Undecodable
 from tickwork.ops import metrics
 from tickwork.services.leases import Role
 from tickwork.signals.base import SignalService
@@ -167,6 +168,8 @@ class SignalProcessor(SignalService):
                     config=self.settings.reactor(reactor.name).extra,
                 )
                 try:
+                    if isinstance(signal.payload, Undecodable):  # stored by SQL: not run
+                        raise ValueError(f"payload could not be decoded: {signal.payload.reason}")
                     if dry_run:
                         async with conn.transaction(force_rollback=True):
                             await reactor.handle_signal(signal, ctx)

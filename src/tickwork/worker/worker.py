@@ -409,7 +409,7 @@ class Worker:
         claimed: list[tuple[Job, int, float]] = []
         try:
             claimed = await self._claim(limit, threads)
-        except Exception as exc:  # jobs a failed decode left RUNNING go back via the watchdog
+        except Exception as exc:  # jobs a failed read left RUNNING go back via the watchdog
             # the notification that asked for this claim is used up: claim again soon rather
             # than at the poll interval, which may be long (a wake may come sooner)
             retry_in = min(self.settings.poll_interval, CLAIM_RETRY_DELAY)
@@ -485,9 +485,40 @@ class Worker:
                         lease_ttl=self.settings.lease_ttl,
                     )
             claimed(len(rows))
-        jobs = decode.claimed(rows)
+        jobs, undecoded = decode.claimed(rows)
         self._leased_at.update((execution_id, sent) for _, execution_id, _ in jobs)
+        if undecoded:
+            await self._dead_letter_undecoded(undecoded)
         return jobs
+
+    async def _dead_letter_undecoded(self, undecoded: list[decode.Undecoded]) -> None:
+        """Dead-letter the claimed jobs whose rows could not be decoded (their handler could
+        never be called); the rest of their batch runs. Should the write fail, the watchdog
+        reclaims them when their leases expire, and a later claim tries again."""
+        for bad in undecoded:
+            log.error(
+                "claimed job cannot be decoded; dead-lettering it",
+                extra={
+                    "job_id": bad.job_id,
+                    "execution_id": bad.execution_id,
+                    "error": bad.message,
+                },
+            )
+        batch = json.dumps(
+            [
+                {"job_id": b.job_id, "execution_id": b.execution_id, "message": b.message}
+                for b in undecoded
+            ]
+        )
+        try:
+            await self._pooled(
+                lambda conn: self.store.job_dead_letter_undecodable(conn, undecodable=batch)
+            )
+        except Exception as exc:  # the batch-mates must still start
+            log.error(
+                "could not dead-letter undecodable jobs; their attempts will be reclaimed",
+                extra={"jobs": len(undecoded), "error": str(exc)},
+            )
 
     def _start(
         self, claimed: tuple[Job, int, float], done: asyncio.Future[Outcome] | None = None

@@ -42,7 +42,11 @@ WITH inserted AS (
         WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING')
         DO UPDATE SET unique_key = EXCLUDED.unique_key  -- no-op, so RETURNING yields the holder
     RETURNING j.id, j.queue, j.run_at, (j.xmax <> 0) AS duplicate,
-              CASE WHEN j.xmax <> 0 THEN to_jsonb(j) END AS existing
+              CASE WHEN j.xmax <> 0 THEN to_jsonb(j) || jsonb_build_object(  -- the JSON
+                  -- columns as text inside, each decoded alone: a holder stored with a value
+                  -- the client cannot decode must not make the whole answer undecodable
+                  'args', j.args::text, 'result', j.result::text,
+                  'progress', j.progress::text) END AS existing
 ), notify AS (
     SELECT pg_notify('{schema}.jobs', q.queue)
     FROM (SELECT DISTINCT queue FROM inserted WHERE NOT duplicate AND run_at <= now()) AS q
@@ -106,7 +110,11 @@ WITH inserted AS (
         WHERE unique_key IS NOT NULL AND state IN ('PENDING', 'FAILED', 'RUNNING')
         DO UPDATE SET unique_key = EXCLUDED.unique_key  -- no-op, so RETURNING yields the holder
     RETURNING j.id, j.queue, j.run_at, (j.xmax <> 0) AS duplicate,
-              CASE WHEN j.xmax <> 0 THEN to_jsonb(j) END AS existing
+              CASE WHEN j.xmax <> 0 THEN to_jsonb(j) || jsonb_build_object(  -- the JSON
+                  -- columns as text inside, each decoded alone: a holder stored with a value
+                  -- the client cannot decode must not make the whole answer undecodable
+                  'args', j.args::text, 'result', j.result::text,
+                  'progress', j.progress::text) END AS existing
 ), notify AS (
     SELECT pg_notify('{schema}.jobs', queue) FROM inserted WHERE NOT duplicate AND run_at <= now()
 )
@@ -337,6 +345,58 @@ FROM done d
 LEFT JOIN finished f ON f.execution_id = d.execution_id
 WHERE f.state IS DISTINCT FROM d.outcome
   AND (SELECT count(*) FROM notify) >= 0;
+
+-- name: job_dead_letter_undecodable
+-- End the attempts the worker claimed but could not start because their job's stored row
+-- cannot be decoded (%(undecodable)s: a JSON array of {job_id, execution_id, message}; args
+-- nested past the reader's depth, not an object, ...): no retry could decode it either, so
+-- the job goes to the dead letter at once instead of spending its attempts, and the jobs
+-- claimed with it run as if it had not been. Fenced and locked as job_complete_many: only a
+-- live (RUNNING) execution is ended, the execution first, then the job. A cancel requested
+-- meanwhile is honoured. One answer row per job ended.
+WITH bad AS (
+    SELECT *
+    FROM jsonb_to_recordset(%(undecodable)s::jsonb) AS b(
+        job_id bigint, execution_id bigint, message text)
+    ORDER BY job_id  -- lock order: as job_complete_many
+), failed AS (
+    UPDATE {schema}.executions e
+    SET state = 'FAILED', finished_at = now(),
+        error = jsonb_build_object(
+            'type', 'tickwork.Undecodable', 'message', b.message, 'traceback', '')
+    FROM bad b
+    WHERE e.job_id = b.job_id AND e.id = b.execution_id  -- the primary key
+      AND e.state = 'RUNNING'  -- fencing: a reclaimed attempt is not ended twice
+    RETURNING e.id, e.job_id, e.worker_id
+), ended AS (
+    UPDATE {schema}.jobs j
+    SET state = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'CANCELLED'
+                     ELSE 'DEAD_LETTER' END,  -- never FAILED: a retry could not decode it
+        finished_at = now()
+    FROM failed f
+    WHERE j.id = f.job_id
+      AND j.state = 'RUNNING'
+    RETURNING j.id, j.queue, j.state, j.attempts, f.id AS execution_id, f.worker_id
+), tally AS (  -- the rollups (see 0015_tallies.sql), as job_complete_many
+    INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
+    SELECT 'job', d.queue, d.state, date_trunc('minute', now()), count(*)
+    FROM ended d
+    GROUP BY d.queue, d.state
+), audit AS (
+    INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
+    SELECT 'worker:' || d.worker_id,
+           CASE d.state WHEN 'CANCELLED' THEN 'job.cancelled' ELSE 'job.dead_lettered' END,
+           'job', d.id::text,
+           jsonb_build_object('execution_id', d.execution_id, 'attempts', d.attempts,
+                              'reason', 'undecodable')
+    FROM ended d
+), notify AS (  -- app.wait(): these jobs are final
+    SELECT pg_notify('{schema}.finished', CASE WHEN length(ids) <= 7000 THEN ids ELSE '' END)
+    FROM (SELECT string_agg(d.id::text, ',') AS ids FROM ended d) AS e
+    WHERE ids IS NOT NULL
+)
+SELECT d.id, d.state, (SELECT count(*) FROM notify) AS notified
+FROM ended d;
 
 -- name: job_cancel
 -- Cancel the jobs %(job_ids)s (one or many). PENDING or FAILED (awaiting retry): cancel at

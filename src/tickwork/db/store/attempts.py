@@ -76,6 +76,15 @@ class AttemptStatements(Runner):
         did not end in the state named like its outcome, or a fenced attempt (state None)."""
         return await self._tuples(conn, "job_complete_many", {"outcomes": outcomes})
 
+    async def job_dead_letter_undecodable(
+        self, conn: AsyncConn, *, undecodable: str
+    ) -> list[tuple[Any, ...]]:
+        """End claimed attempts whose job's row could not be decoded (``undecodable``: a JSON
+        array of ``{job_id, execution_id, message}``), their jobs dead-lettered (cancelled
+        when a cancel was requested), fenced to live attempts; tuples ``(job id, state,
+        notified)``, one per job ended."""
+        return await self._tuples(conn, "job_dead_letter_undecodable", {"undecodable": undecodable})
+
     async def job_progress_many(self, conn: AsyncConn, *, reports: str) -> None:
         """Store the progress of running attempts (``reports``: a JSON array of
         ``{job_id, execution_id, progress}``), only where the attempt is still the live one."""

@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.rows import AsyncRowFactory, RowFactory, dict_row, tuple_row
 from psycopg.types.datetime import TimestamptzLoader
-from psycopg.types.json import JsonbLoader, JsonLoader
 from psycopg.types.net import CidrLoader, InetLoader
 
+from tickwork.db.loaders import JsonbLoader, JsonLoader
 from tickwork.db.statements import Statements
 
 Row = dict[str, Any]
@@ -42,7 +42,7 @@ def cursor(conn: Conn, rows: RowFactory[R]) -> psycopg.Cursor[R]:
 
 
 _PLAIN_LOADERS = (
-    ("json", JsonLoader),
+    ("json", JsonLoader),  # tickwork's: an undecodable value is a marker (db/loaders.py)
     ("jsonb", JsonbLoader),
     ("timestamptz", TimestamptzLoader),
     ("inet", InetLoader),
