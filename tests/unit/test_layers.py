@@ -14,6 +14,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tickwork.config",
             "tickwork.limits",
             "tickwork.logs",
+            "tickwork.masking",
             "tickwork.portal",
         ),
     ),

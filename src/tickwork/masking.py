@@ -1,0 +1,432 @@
+"""The one masker of secret values: whatever leaves a run (its result, its error, its live
+output) and whatever the process logs while a run holds secrets goes through it.
+
+A secret is found in every form it takes on its way out, not by listing spellings but by
+reading the text as decoders would. The text is searched as it is, and in each of its
+decodings (up to :data:`DEPTH` chained): percent-decoded (whole or partly encoded, hex in
+either case, with ``+`` read as a space and as itself; invalid UTF-8 read as Latin-1) and
+backslash-unescaped (JSON's and Python repr's escapes: ``\\"``, ``\\\\``, ``\\uXXXX`` with
+surrogate pairs, ``\\xXX`` runs as UTF-8 bytes, ``\\n`` ...). Each decoding keeps where each
+of its characters came from, so a secret found in it masks the encoded span of the original
+text. The search ignores case (a secret in a URL's host is lower-cased by the parser).
+
+The search is one compiled alternation of the secrets' literals, run once per decoding: no
+backtracking beyond a literal's length, so the cost is linear in the text (times the number
+of decodings the text actually has; a text with no ``%``, ``+`` or ``\\`` has one).
+
+What is not found: a transformed secret (base64, a hash, IDNA's ``xn--`` form of a host, a
+script that reverses or splits it), a secret cut across two separately stored texts (beyond
+the edges :meth:`Masker.mask` is told of), and encodings that are not decodable (``%`` left
+as it is next to encoded characters). docs/security.md lists these.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "MASK",
+    "MIN_MASKED",
+    "MIN_SECRET",
+    "Masker",
+    "active",
+    "held",
+]
+
+MASK = "***"
+MIN_MASKED = 4
+"""Secret values shorter than this are not masked by value (masking every "ab" in an
+output would garble it, and a value that short is no secret); nor is a piece of a secret
+shorter than this at a cut edge."""
+MIN_SECRET = 8
+"""A secret variable is refused at creation when shorter than this (one stored before is
+masked from :data:`MIN_MASKED` characters)."""
+DEPTH = 3
+"""Decodings chained at most: an escaped URL in an error's repr is two (unescape, then
+percent-decode); a JSON answer quoted in a repr'd error, three."""
+
+_PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
+_PERCENT_PLUS = re.compile(r"(?:%[0-9A-Fa-f]{2})+|\+")
+_BACKSLASH = re.compile(
+    r"\\(?:u(?P<u>[0-9A-Fa-f]{4})|U(?P<U>[0-9A-Fa-f]{8})|(?P<x>x[0-9A-Fa-f]{2}(?:\\x[0-9A-Fa-f]{2})*)"
+    r"|(?P<c>[\\\"'/bfnrt]))"
+)
+_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_TRAILING = re.compile(
+    r"(?:%[0-9A-Fa-f]?|\\(?:u[0-9A-Fa-f]{0,3}|U[0-9A-Fa-f]{0,7}|x[0-9A-Fa-f]?)?)\Z"
+)
+"""An escape the cut end of a text left incomplete."""
+_LEADING = re.compile(r"\A[uUx]?[0-9A-Fa-f]{1,7}")
+"""What a cut start of a text may have left of an escape (its hex digits)."""
+_WIDTH = 12
+"""The most characters an encoded character takes (a surrogate pair of ``\\uXXXX``)."""
+
+
+def _utf8_chars(data: bytes) -> list[tuple[str, int]]:
+    """Each character of ``data`` as UTF-8 (a byte that is not, as Latin-1) with its byte
+    count."""
+    out: list[tuple[str, int]] = []
+    i = 0
+    while i < len(data):
+        lead = data[i]
+        size = (
+            2
+            if 0xC2 <= lead < 0xE0
+            else 3
+            if 0xE0 <= lead < 0xF0
+            else 4
+            if 0xF0 <= lead < 0xF5
+            else 1
+        )
+        if size > 1:
+            try:
+                out.append((data[i : i + size].decode("utf-8"), size))
+                i += size
+                continue
+            except UnicodeDecodeError:
+                pass
+        out.append((chr(lead), 1))
+        i += 1
+    return out
+
+
+Token = tuple[int, int, str]
+"""A decoded character: the span of the text it came from, and the character."""
+
+
+def _percent_tokens(text: str, plus: bool) -> Iterator[Token]:
+    for match in (_PERCENT_PLUS if plus else _PERCENT).finditer(text):
+        at = match.start()
+        if match.group() == "+":
+            yield at, at + 1, " "
+            continue
+        data = bytes.fromhex(match.group().replace("%", ""))
+        for char, size in _utf8_chars(data):
+            yield at, at + 3 * size, char
+            at += 3 * size
+
+
+def _backslash_tokens(text: str) -> Iterator[Token]:
+    high: Token | None = None  # a high surrogate waiting for its low half
+    for match in _BACKSLASH.finditer(text):
+        start, end = match.span()
+        if high is not None and high[1] == start and match.group("u"):
+            code = int(match.group("u"), 16)
+            if 0xDC00 <= code < 0xE000:
+                joined = 0x10000 + ((ord(high[2]) - 0xD800) << 10) + (code - 0xDC00)
+                yield high[0], end, chr(joined)
+                high = None
+                continue
+        if high is not None:
+            yield high
+            high = None
+        if match.group("u") or match.group("U"):
+            code = int(match.group("u") or match.group("U"), 16)
+            char = chr(code) if code < 0x110000 else "\ufffd"
+            if 0xD800 <= code < 0xDC00:
+                high = (start, end, char)
+            else:
+                yield start, end, char
+        elif match.group("x"):
+            data = bytes.fromhex(match.group("x").replace("\\", "").replace("x", ""))
+            for char, size in _utf8_chars(data):
+                yield start, start + 4 * size, char
+                start += 4 * size
+        else:
+            escaped = match.group("c")
+            yield start, end, _SIMPLE.get(escaped, escaped)
+    if high is not None:
+        yield high
+
+
+def _percent(text: str) -> Iterator[Token]:
+    return _percent_tokens(text, plus=False) if "%" in text else iter(())
+
+
+def _percent_plus(text: str) -> Iterator[Token]:
+    return _percent_tokens(text, plus=True) if "+" in text else iter(())
+
+
+def _backslash(text: str) -> Iterator[Token]:
+    return _backslash_tokens(text) if "\\" in text else iter(())
+
+
+DECODERS: tuple[Callable[[str], Iterator[Token]], ...] = (_percent, _percent_plus, _backslash)
+"""Each decoding a text may have, as the characters it changes (one that changes none is
+not a decoding of it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """A text as read through decoders, mapping its characters back to the original."""
+
+    text: str
+    starts: list[int]
+    """Where each decoded character is in this view (ascending)."""
+    spans: list[tuple[int, int]]
+    """The span of the parent view each decoded character came from."""
+    parent: _View | None
+
+    def _position(self, at: int) -> tuple[int, int]:
+        k = bisect.bisect_right(self.starts, at) - 1
+        if k >= 0 and self.starts[k] == at:
+            return self.spans[k]
+        base = at if k < 0 else self.spans[k][1] + (at - self.starts[k] - 1)
+        return base, base + 1
+
+    def source(self, start: int, end: int) -> tuple[int, int]:
+        """The span of the original text that ``[start, end)`` of this view came from."""
+        if self.parent is None:
+            return start, end
+        first, last = self._position(start)[0], self._position(end - 1)[1]
+        return self.parent.source(first, last)
+
+
+def _decoded(view: _View, tokens: Iterable[Token]) -> _View | None:
+    pieces: list[str] = []
+    starts: list[int] = []
+    spans: list[tuple[int, int]] = []
+    done = 0
+    size = 0
+    for start, end, char in tokens:
+        pieces.append(view.text[done:start])
+        size += start - done
+        starts.append(size)
+        spans.append((start, end))
+        pieces.append(char)
+        size += 1
+        done = end
+    if not starts:
+        return None
+    pieces.append(view.text[done:])
+    return _View("".join(pieces), starts, spans, view)
+
+
+def _views(text: str) -> list[_View]:
+    """``text`` and each distinct decoding of it, up to :data:`DEPTH` decoders chained."""
+    views = [_View(text, [], [], None)]
+    seen = {text}
+    frontier = views
+    for _ in range(DEPTH):
+        found = []
+        for view in frontier:
+            for decoder in DECODERS:
+                made = _decoded(view, decoder(view.text))
+                if made is not None and made.text not in seen:
+                    seen.add(made.text)
+                    found.append(made)
+        views += found
+        frontier = found
+    return views
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+class Masker:
+    """Masks a set of secret values in text (see the module's documentation for the forms
+    found). Immutable; build one per set of secrets (the search is compiled once)."""
+
+    __slots__ = ("_any_case", "_find", "_folded", "_longest", "secrets")
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        kept = sorted({s for s in secrets if len(s) >= MIN_MASKED}, key=len, reverse=True)
+        self.secrets: tuple[str, ...] = tuple(kept)
+        """The values masked, longest first."""
+        self._folded = tuple(dict.fromkeys(s.lower() for s in kept))
+        self._longest = max((len(s) for s in self._folded), default=0)
+        # A lookahead finds every start, so secrets that overlap are each masked whole. The
+        # search runs on lower-cased text (four times faster than IGNORECASE); a text whose
+        # lower-casing changes its length is searched with IGNORECASE instead.
+        self._find = _lookahead(self._folded, 0) if kept else None
+        self._any_case = _lookahead(kept, re.IGNORECASE) if kept else None
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def mask(self, text: str, *, cut: bool = False, cut_before: bool = False) -> str:
+        """``text`` with every secret, in any form, replaced by ``***``; ``cut``: the text
+        was cut short, so a secret's start at its end is masked too; ``cut_before``: the text
+        is the tail of a longer one, so a secret's end at its start is masked too."""
+        if self._find is None or not text:
+            return text
+        spans = self._spans(text)
+        if cut:
+            spans += self._end_spans(text)
+        if cut_before:
+            spans += self._start_spans(text)
+        if not spans:
+            return text
+        out = []
+        done = 0
+        for start, end in _merged(spans):
+            out.append(text[done:start])
+            out.append(MASK)
+            done = end
+        out.append(text[done:])
+        return "".join(out)
+
+    def masked(self, value: Any) -> Any:
+        """:meth:`mask` through a JSON value's strings (keys and values)."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, dict):
+            return {self.mask(str(k)): self.masked(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.masked(v) for v in value]
+        return value
+
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        """Every secret in ``text`` and its decodings. A match in a decoding that covers none
+        of the characters it decoded is a match in the text it was decoded from too, so a
+        decoding is searched only around what it decoded."""
+        spans = []
+        for view in _views(text):
+            for start, end in self._search(view.text, self._regions(view)):
+                spans.append(view.source(start, end))
+        return spans
+
+    def _regions(self, view: _View) -> list[tuple[int, int]]:
+        if view.parent is None:
+            return [(0, len(view.text))]
+        reach = self._longest
+        regions: list[tuple[int, int]] = []
+        for at in view.starts:
+            start, end = max(at - reach + 1, 0), min(at + reach, len(view.text))
+            if regions and start <= regions[-1][1]:
+                regions[-1] = (regions[-1][0], end)
+            else:
+                regions.append((start, end))
+        return regions
+
+    def _search(self, text: str, regions: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+        assert self._find is not None and self._any_case is not None
+        folded = text.lower()
+        find = self._find
+        if len(folded) != len(text):  # a character whose lower case is longer (İ)
+            find, folded = self._any_case, text
+        for start, end in regions:
+            for match in find.finditer(folded, start, end):
+                yield match.start(1), match.end(1)
+
+    def _window(self) -> int:
+        return _WIDTH * self._longest + 16
+
+    def _end_spans(self, text: str) -> list[tuple[int, int]]:
+        """A secret's start (at least :data:`MIN_MASKED` characters of it, decoded) at the
+        end of ``text``, an escape it left incomplete included."""
+        offset = max(len(text) - self._window(), 0)
+        window = text[offset:]
+        trimmed = _TRAILING.search(window)
+        spans = []
+        for edge in {window, window[: trimmed.start()] if trimmed else window}:
+            for view in _views(edge):
+                folded = view.text.lower()
+                for secret in self._folded:
+                    at = _begun_at_end(folded, secret)
+                    if at is not None:
+                        start = view.source(at, len(folded))[0]
+                        spans.append((offset + start, len(text)))
+        return spans
+
+    def _start_spans(self, text: str) -> list[tuple[int, int]]:
+        """A secret's end (at least :data:`MIN_MASKED` characters of it, decoded) at the
+        start of ``text``, after what a cut escape left of its digits."""
+        window = text[: self._window()]
+        lead = _LEADING.match(window)
+        spans = []
+        for skip in range(0, (lead.end() if lead else 0) + 1):
+            for view in _views(window[skip:]):
+                folded = view.text.lower()
+                for secret in self._folded:
+                    end = _ended_at_start(folded, secret)
+                    if end is not None:
+                        spans.append((0, skip + view.source(0, end)[1]))
+        return spans
+
+
+def _begun_at_end(text: str, secret: str) -> int | None:
+    """Where the longest end of ``text`` that begins ``secret`` starts (at least
+    :data:`MIN_MASKED` characters long)."""
+    head = secret[:MIN_MASKED]
+    at = text.find(head, max(len(text) - len(secret), 0))
+    while at != -1 and len(text) - at >= MIN_MASKED:
+        if secret.startswith(text[at:]):
+            return at
+        at = text.find(head, at + 1)
+    return None
+
+
+def _ended_at_start(text: str, secret: str) -> int | None:
+    """Where the longest start of ``text`` that ends ``secret`` ends (at least
+    :data:`MIN_MASKED` characters long)."""
+    tail = secret[-MIN_MASKED:]
+    at = text.rfind(tail, 0, len(secret))
+    while at != -1:
+        if secret.endswith(text[: at + MIN_MASKED]):
+            return at + MIN_MASKED
+        at = text.rfind(tail, 0, at + MIN_MASKED - 1)
+    return None
+
+
+def _lookahead(literals: Iterable[str], flags: int) -> re.Pattern[str]:
+    return re.compile("(?=(" + "|".join(re.escape(s) for s in literals) + "))", flags)
+
+
+class _Held:
+    """The secrets the runs of this process hold now, counted (two runs may hold one), and a
+    masker of them all, rebuilt when they change. Thread-safe: changes under a lock; readers
+    take the current masker, which is immutable."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+        self.masker = Masker()
+
+    def add(self, secrets: Iterable[str]) -> None:
+        with self._lock:
+            self._counts.update(secrets)
+            self.masker = Masker(self._counts)
+
+    def remove(self, secrets: Iterable[str]) -> None:
+        with self._lock:
+            self._counts.subtract(secrets)
+            self._counts = +self._counts  # drop those no run holds any more
+            self.masker = Masker(self._counts)
+
+
+_HELD = _Held()
+
+
+@contextlib.contextmanager
+def held(masker: Masker) -> Iterator[Masker]:
+    """While inside, ``masker``'s secrets are masked in what this process logs too (see
+    :func:`active`): a run holds its secrets from when they are read until it ends."""
+    secrets = masker.secrets
+    if not secrets:
+        yield masker
+        return
+    _HELD.add(secrets)
+    try:
+        yield masker
+    finally:
+        _HELD.remove(secrets)
+
+
+def active() -> Masker:
+    """A masker of every secret the runs of this process hold now."""
+    return _HELD.masker
