@@ -24,7 +24,8 @@ def forms(secret: str) -> dict[str, str]:
     found = {"as is": secret, "lower": secret.lower(), "upper": secret.upper()}
     for safe in URL_SAFE:
         found[f"quote safe={safe!r}"] = quote(secret, safe=safe)
-        found[f"quote_plus safe={safe!r}"] = quote_plus(secret, safe=safe)
+        if "+" not in safe:  # else "+" means a space and itself: not decodable
+            found[f"quote_plus safe={safe!r}"] = quote_plus(secret, safe=safe)
     found["quote, lower-case hex"] = _lower_hex(quote(secret, safe=""))
     found["quote_plus, lower-case hex"] = _lower_hex(quote_plus(secret))
     found["json"] = json.dumps(secret)[1:-1]

@@ -59,12 +59,8 @@ _BACKSLASH = re.compile(
     r"|(?P<c>[\\\"'/bfnrt]))"
 )
 _SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-_TRAILING = re.compile(
-    r"(?:%[0-9A-Fa-f]?|\\(?:u[0-9A-Fa-f]{0,3}|U[0-9A-Fa-f]{0,7}|x[0-9A-Fa-f]?)?)\Z"
-)
-"""An escape the cut end of a text left incomplete."""
-_LEADING = re.compile(r"\A[uUx]?[0-9A-Fa-f]{1,7}")
-"""What a cut start of a text may have left of an escape (its hex digits)."""
+_ESCAPE_CHARS = frozenset("%\\xuU0123456789abcdefABCDEF\"'/nrt")
+"""What a cut through an encoded character may leave of it at a text's edge."""
 _WIDTH = 12
 """The most characters an encoded character takes (a surrogate pair of ``\\uXXXX``)."""
 
@@ -95,6 +91,13 @@ def _utf8_chars(data: bytes) -> list[tuple[str, int]]:
         out.append((chr(lead), 1))
         i += 1
     return out
+
+
+def _percent_decoded(text: str) -> str:
+    return _PERCENT.sub(
+        lambda m: "".join(c for c, _ in _utf8_chars(bytes.fromhex(m.group().replace("%", "")))),
+        text,
+    )
 
 
 Token = tuple[int, int, str]
@@ -247,13 +250,18 @@ class Masker:
         kept = sorted({s for s in secrets if len(s) >= MIN_MASKED}, key=len, reverse=True)
         self.secrets: tuple[str, ...] = tuple(kept)
         """The values masked, longest first."""
-        self._folded = tuple(dict.fromkeys(s.lower() for s in kept))
+        # A secret holding "%XX" may be sent with that left as it is (httpx keeps what is
+        # already percent-encoded) and its other characters encoded: that reads as the
+        # secret percent-decoded, searched for too.
+        decoded = [_percent_decoded(s) for s in kept if _PERCENT.search(s)]
+        needles = sorted({*kept, *(d for d in decoded if len(d) >= MIN_MASKED)}, key=len)[::-1]
+        self._folded = tuple(dict.fromkeys(s.lower() for s in needles))
         self._longest = max((len(s) for s in self._folded), default=0)
-        # A lookahead finds every start, so secrets that overlap are each masked whole. The
-        # search runs on lower-cased text (four times faster than IGNORECASE); a text whose
-        # lower-casing changes its length is searched with IGNORECASE instead.
+        # A lookahead finds every start (the longest there), so secrets that overlap are each
+        # masked whole. The search runs on lower-cased text (four times faster than
+        # IGNORECASE); a text whose lower-casing changes its length uses IGNORECASE.
         self._find = _lookahead(self._folded, 0) if kept else None
-        self._any_case = _lookahead(kept, re.IGNORECASE) if kept else None
+        self._any_case = _lookahead(needles, re.IGNORECASE) if kept else None
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
@@ -328,13 +336,12 @@ class Masker:
 
     def _end_spans(self, text: str) -> list[tuple[int, int]]:
         """A secret's start (at least :data:`MIN_MASKED` characters of it, decoded) at the
-        end of ``text``, an escape it left incomplete included."""
+        end of ``text``, or before what a cut left of an encoded character there."""
         offset = max(len(text) - self._window(), 0)
         window = text[offset:]
-        trimmed = _TRAILING.search(window)
         spans = []
-        for edge in {window, window[: trimmed.start()] if trimmed else window}:
-            for view in _views(edge):
+        for keep in _cut_points(window, start=False):
+            for view in _views(window[:keep]):
                 folded = view.text.lower()
                 for secret in self._folded:
                     at = _begun_at_end(folded, secret)
@@ -345,11 +352,10 @@ class Masker:
 
     def _start_spans(self, text: str) -> list[tuple[int, int]]:
         """A secret's end (at least :data:`MIN_MASKED` characters of it, decoded) at the
-        start of ``text``, after what a cut escape left of its digits."""
+        start of ``text``, or after what a cut left of an encoded character there."""
         window = text[: self._window()]
-        lead = _LEADING.match(window)
         spans = []
-        for skip in range(0, (lead.end() if lead else 0) + 1):
+        for skip in _cut_points(window, start=True):
             for view in _views(window[skip:]):
                 folded = view.text.lower()
                 for secret in self._folded:
@@ -357,6 +363,19 @@ class Masker:
                     if end is not None:
                         spans.append((0, skip + view.source(0, end)[1]))
         return spans
+
+
+def _cut_points(text: str, *, start: bool) -> list[int]:
+    """Where a secret may begin (``start``) or end in ``text`` when a cut at that edge split
+    an encoded character: past any of the escape characters there (at most one encoded
+    character's width)."""
+    points = [0] if start else [len(text)]
+    for n in range(1, min(_WIDTH, len(text)) + 1):
+        char = text[n - 1] if start else text[-n]
+        if char not in _ESCAPE_CHARS:
+            break
+        points.append(n if start else len(text) - n)
+    return points
 
 
 def _begun_at_end(text: str, secret: str) -> int | None:
