@@ -61,6 +61,9 @@ _BACKSLASH = re.compile(
 _SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _ESCAPE_CHARS = frozenset("%\\xuU0123456789abcdefABCDEF\"'/nrt")
 """What a cut through an encoded character may leave of it at a text's edge."""
+_ALNUM = re.compile(r"[a-z0-9_.~-]+")
+"""What no encoder encodes (URLs' unreserved characters; JSON and repr leave them too)."""
+_ASCII_CASE = re.ASCII | re.IGNORECASE
 _WIDTH = 12
 """The most characters an encoded character takes (a surrogate pair of ``\\uXXXX``)."""
 
@@ -244,7 +247,7 @@ class Masker:
     """Masks a set of secret values in text (see the module's documentation for the forms
     found). Immutable; build one per set of secrets (the search is compiled once)."""
 
-    __slots__ = ("_any_case", "_find", "_folded", "_longest", "secrets")
+    __slots__ = ("_anchors", "_any_case", "_find", "_folded", "_longest", "secrets")
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         kept = sorted({s for s in secrets if len(s) >= MIN_MASKED}, key=len, reverse=True)
@@ -262,6 +265,15 @@ class Masker:
         # IGNORECASE); a text whose lower-casing changes its length uses IGNORECASE.
         self._find = _lookahead(self._folded, 0) if kept else None
         self._any_case = _lookahead(needles, re.IGNORECASE) if kept else None
+        # No encoder here encodes an ASCII letter, a digit or "_.~-": an encoded secret shows
+        # its longest run of them as it is (in some case), so the decodings are read only
+        # around those runs. A secret with none has its decodings read whole.
+        anchors = [max(_ALNUM.findall(s), key=len, default="") for s in self._folded]
+        self._anchors = (
+            re.compile("|".join(re.escape(a) for a in sorted(set(anchors))), _ASCII_CASE)
+            if kept and all(anchors)
+            else None
+        )
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
@@ -299,14 +311,34 @@ class Masker:
         return value
 
     def _spans(self, text: str) -> list[tuple[int, int]]:
-        """Every secret in ``text`` and its decodings. A match in a decoding that covers none
-        of the characters it decoded is a match in the text it was decoded from too, so a
-        decoding is searched only around what it decoded."""
-        spans = []
-        for view in _views(text):
-            for start, end in self._search(view.text, self._regions(view)):
-                spans.append(view.source(start, end))
+        """Every secret in ``text`` and in its decodings (read whole, or only around where
+        a secret's unencoded characters show)."""
+        spans = list(self._search(text, [(0, len(text))]))
+        for start, end in self._neighbourhoods(text):
+            for view in _views(text[start:end])[1:]:
+                for found in self._search(view.text, self._regions(view)):
+                    first, last = view.source(*found)
+                    spans.append((start + first, start + last))
         return spans
+
+    def _neighbourhoods(self, text: str) -> list[tuple[int, int]]:
+        """The parts of ``text`` an encoded secret may be in: around each run of a secret's
+        unencoded characters (as far as the longest secret encoded at the widest), widened
+        to the start of a run of backslashes (which pair from their start)."""
+        if self._anchors is None:
+            return [(0, len(text))]
+        reach = _WIDTH * self._longest
+        parts: list[tuple[int, int]] = []
+        for match in self._anchors.finditer(text):
+            start = max(match.start() - reach, 0)
+            while start > 0 and text[start - 1] == "\\":
+                start -= 1
+            end = min(match.end() + reach, len(text))
+            if parts and start <= parts[-1][1]:
+                parts[-1] = (parts[-1][0], end)
+            else:
+                parts.append((start, end))
+        return parts
 
     def _regions(self, view: _View) -> list[tuple[int, int]]:
         if view.parent is None:

@@ -251,3 +251,21 @@ async def test_no_form_of_a_secret_a_script_printed_reaches_a_viewer_or_the_log(
         }
     seen["the server log"] = server_log.getvalue()
     assert_no_leak(seen)
+
+
+async def test_a_secret_shorter_than_masking_needs_is_refused_naming_the_field(api: Api) -> None:
+    from .api_support import problem
+
+    admin = api.headers(Role.ADMIN)
+    short = await api.client.put(
+        "/api/variables/pin", json={"value": "s3cr3t!", "secret": True}, headers=admin
+    )
+    refused = problem(short, 400)
+    assert refused["field"] == "value" and "8 characters" in refused["detail"]
+    assert "s3cr3t!" not in short.text
+    plain = await api.client.put("/api/variables/pin", json={"value": "s3cr3t!"}, headers=admin)
+    assert plain.status_code == 200  # not a secret: shown as it is, never masked
+    long_enough = await api.client.put(
+        "/api/variables/pin", json={"value": "s3cr3t!!", "secret": True}, headers=admin
+    )
+    assert long_enough.status_code == 200 and long_enough.json()["value"] is None

@@ -61,10 +61,11 @@ def partly(secret: str, chosen: list[bool], lower_hex: bool, plus: bool) -> str:
     chosen=st.lists(st.booleans(), max_size=40),
     lower_hex=st.booleans(),
     plus=st.booleans(),
+    far=st.sampled_from(["", "x" * 3000, 'a\\"b%20c+d\\\\ ' * 300]),
 )
 @example(
     secret="Pa ss@w0rd#42", before="GET http://h/echo?password=", after="&q=1", form=0,
-    chosen=[], lower_hex=False, plus=False,
+    chosen=[], lower_hex=False, plus=False, far="",
 )  # fmt: skip
 def test_every_form_a_secret_takes_is_masked_wherever_it_is(
     secret: str,
@@ -74,10 +75,12 @@ def test_every_form_a_secret_takes_is_masked_wherever_it_is(
     chosen: list[bool],
     lower_hex: bool,
     plus: bool,
+    far: str,
 ) -> None:
+    """``far``: the secret deep inside a long text (plain, or dense with escapes)."""
     spelled = sorted(set(forms(secret).values()) | {partly(secret, chosen, lower_hex, plus)})
     shown = spelled[form % len(spelled)]
-    text = before + shown + after
+    text = far + " " + before + shown + after + " " + far
     out = Masker([secret]).mask(text)
     assert shown not in out, (shown, out)
     assert leaks(out, secret) == [], (shown, out)

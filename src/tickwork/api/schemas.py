@@ -23,6 +23,7 @@ from pydantic_core import PydanticCustomError
 
 from tickwork.auth.tokens import MAX_API_TOKEN_TTL
 from tickwork.limits import MAX_JSON_DEPTH, too_deep, unstorable
+from tickwork.masking import MIN_SECRET
 from tickwork.types import AuditEvent, ErrorInfo, Execution, Progress
 
 
@@ -415,8 +416,14 @@ class SettingIn(Request):
 
 
 class VariableIn(Request):
-    value: str = Field(max_length=100_000)
-    secret: bool = False
+    value: str = Field(
+        max_length=100_000,
+        description=f"a secret one at least {MIN_SECRET} characters (400 otherwise)",
+    )
+    secret: bool = Field(
+        default=False,
+        description="never returned again; masked by value in every output of a run",
+    )
 
 
 class HealthOut(Model):
