@@ -36,6 +36,11 @@ def forms(secret: str) -> dict[str, str]:
     found["repr of json"] = repr(json.dumps(secret))[1:-1]
     found["json of a url"] = json.dumps(quote(secret, safe=""))[1:-1]
     found["double percent"] = quote(quote(secret, safe=""), safe="")
+    found["every byte percent-encoded"] = "".join(f"%{b:02X}" for b in secret.encode())
+    units = secret.encode("utf-16-be")
+    found["every character \\u-escaped"] = "".join(
+        f"\\u{int.from_bytes(units[i : i + 2], 'big'):04x}" for i in range(0, len(units), 2)
+    )
     try:  # as httpx writes it in a query and in a URL's user-info
         url = httpx.URL("http://h/echo", params={"p": secret})
         found["httpx query"] = str(url).split("p=", 1)[1]

@@ -64,6 +64,10 @@ _ESCAPE_CHARS = frozenset("%\\xuU0123456789abcdefABCDEF\"'/nrt")
 _ALNUM = re.compile(r"[a-z0-9_.~-]+")
 """What no encoder encodes (URLs' unreserved characters; JSON and repr leave them too)."""
 _ASCII_CASE = re.ASCII | re.IGNORECASE
+_UNRESERVED_HEX = r"(?:3[0-9]|[46][1-9A-Fa-f]|[57][0-9Aa]|2[DdEe]|5[Ff]|7[Ee])"
+_ENCODED_UNRESERVED = re.compile(rf"%{_UNRESERVED_HEX}|\\(?:u00|x){_UNRESERVED_HEX}")
+"""An encoder that encodes what none needs to (``%41`` for ``A``): a text holding one has its
+decodings read whole."""
 _WIDTH = 12
 """The most characters an encoded character takes (a surrogate pair of ``\\uXXXX``)."""
 
@@ -325,7 +329,7 @@ class Masker:
         """The parts of ``text`` an encoded secret may be in: around each run of a secret's
         unencoded characters (as far as the longest secret encoded at the widest), widened
         to the start of a run of backslashes (which pair from their start)."""
-        if self._anchors is None:
+        if self._anchors is None or _ENCODED_UNRESERVED.search(text):
             return [(0, len(text))]
         reach = _WIDTH * self._longest
         parts: list[tuple[int, int]] = []
