@@ -10,9 +10,10 @@ surrogate pairs, ``\\xXX`` runs as UTF-8 bytes, ``\\n`` ...). Each decoding keep
 of its characters came from, so a secret found in it masks the encoded span of the original
 text. The search ignores case (a secret in a URL's host is lower-cased by the parser).
 
-The search is one compiled alternation of the secrets' literals, run once per decoding: no
-backtracking beyond a literal's length, so the cost is linear in the text (times the number
-of decodings the text actually has; a text with no ``%``, ``+`` or ``\\`` has one).
+The search is one compiled alternation of the secrets' literals: no backtracking beyond a
+literal's length, so the cost is linear in the text. The text is searched whole; its
+decodings only around the characters of a secret that no encoder changes (letters, digits,
+``_.~-``), unless a secret has none or the text encodes one of them (``%41``).
 
 What is not found: a transformed secret (base64, a hash, IDNA's ``xn--`` form of a host, a
 script that reverses or splits it), a secret cut across two separately stored texts (beyond
@@ -55,7 +56,8 @@ percent-decode); a JSON answer quoted in a repr'd error, three."""
 _PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2})+")
 _PERCENT_PLUS = re.compile(r"(?:%[0-9A-Fa-f]{2})+|\+")
 _BACKSLASH = re.compile(
-    r"\\(?:u(?P<u>[0-9A-Fa-f]{4})|U(?P<U>[0-9A-Fa-f]{8})|(?P<x>x[0-9A-Fa-f]{2}(?:\\x[0-9A-Fa-f]{2})*)"
+    r"\\(?:u(?P<u>[0-9A-Fa-f]{4})|U(?P<U>[0-9A-Fa-f]{8})"
+    r"|(?P<x>x[0-9A-Fa-f]{2}(?:\\x[0-9A-Fa-f]{2})*)"  # a run of \xXX: bytes read together
     r"|(?P<c>[\\\"'/bfnrt]))"
 )
 _SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
@@ -72,6 +74,10 @@ _WIDTH = 12
 """The most characters an encoded character takes (a surrogate pair of ``\\uXXXX``)."""
 
 
+_UTF8_LEADS = ((2, 0xE0), (3, 0xF0), (4, 0xF5))
+"""The bytes a UTF-8 character's first byte says it has, by the first byte's upper bound."""
+
+
 def _utf8_chars(data: bytes) -> list[tuple[str, int]]:
     """Each character of ``data`` as UTF-8 (a byte that is not, as Latin-1) with its byte
     count."""
@@ -79,15 +85,7 @@ def _utf8_chars(data: bytes) -> list[tuple[str, int]]:
     i = 0
     while i < len(data):
         lead = data[i]
-        size = (
-            2
-            if 0xC2 <= lead < 0xE0
-            else 3
-            if 0xE0 <= lead < 0xF0
-            else 4
-            if 0xF0 <= lead < 0xF5
-            else 1
-        )
+        size = next((n for n, top in _UTF8_LEADS if 0xC2 <= lead < top), 1)
         if size > 1:
             try:
                 out.append((data[i : i + size].decode("utf-8"), size))
