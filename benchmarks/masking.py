@@ -1,6 +1,7 @@
 """What masking a run's output costs: 1 and 50 secrets against 100 kB of plain text, of a JSON
 answer (quotes, escaped non-ASCII, percent-encoded links) and of text dense with every kind
-of escape, each secret placed once, percent-encoded. The best of five runs, in milliseconds
+of escape (also with one encoded letter, which has every decoding read whole), each secret
+placed once, percent-encoded. The best of five runs, in milliseconds
 (docs/security.md quotes them).
 
     .venv/bin/python benchmarks/masking.py
@@ -58,12 +59,13 @@ def main() -> None:
         "plain text": plain,
         "JSON answer": json_answer,
         "dense escapes": dense,
+        # an encoded letter: every decoding is read whole (the worst case)
+        "dense, %41": lambda rng: "%41" + dense(rng),
     }
     print(f"{platform.machine()}, Python {platform.python_version()}, {SIZE:,} characters")
     for count in (1, 50):
         secrets = [
-            "".join(rng.choice(ALPHABET) for _ in range(rng.randint(12, 40)))
-            for _ in range(count)
+            "".join(rng.choice(ALPHABET) for _ in range(rng.randint(12, 40))) for _ in range(count)
         ]
         masker = Masker(secrets)
         for name, make in texts.items():

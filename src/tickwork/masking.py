@@ -10,8 +10,8 @@ surrogate pairs, ``\\xXX`` runs as UTF-8 bytes, ``\\n`` ...). Each decoding keep
 of its characters came from, so a secret found in it masks the encoded span of the original
 text. The search ignores case (a secret in a URL's host is lower-cased by the parser).
 
-The search is one compiled alternation of the secrets' literals: no backtracking beyond a
-literal's length, so the cost is linear in the text. The text is searched whole; its
+Each secret is looked for with ``str.find`` (linear whatever its shape; no regular
+expression to backtrack) in lower-cased text. The text is searched whole; its
 decodings only around the characters of a secret that no encoder changes (letters, digits,
 ``_.~-``), unless a secret has none or the text encodes one of them (``%41``).
 
@@ -65,7 +65,6 @@ _ESCAPE_CHARS = frozenset("%\\xuU0123456789abcdefABCDEF\"'/nrt")
 """What a cut through an encoded character may leave of it at a text's edge."""
 _ALNUM = re.compile(r"[a-z0-9_.~-]+")
 """What no encoder encodes (URLs' unreserved characters; JSON and repr leave them too)."""
-_ASCII_CASE = re.ASCII | re.IGNORECASE
 _UNRESERVED_HEX = r"(?:3[0-9]|[46][1-9A-Fa-f]|[57][0-9Aa]|2[DdEe]|5[Ff]|7[Ee])"
 _ENCODED_UNRESERVED = re.compile(rf"%{_UNRESERVED_HEX}|\\(?:u00|x){_UNRESERVED_HEX}")
 """An encoder that encodes what none needs to (``%41`` for ``A``): a text holding one has its
@@ -247,9 +246,9 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 class Masker:
     """Masks a set of secret values in text (see the module's documentation for the forms
-    found). Immutable; build one per set of secrets (the search is compiled once)."""
+    found). Immutable; build one per set of secrets."""
 
-    __slots__ = ("_anchors", "_any_case", "_find", "_folded", "_longest", "secrets")
+    __slots__ = ("_anchors", "_any_case", "_folded", "_longest", "secrets")
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         kept = sorted({s for s in secrets if len(s) >= MIN_MASKED}, key=len, reverse=True)
@@ -262,20 +261,15 @@ class Masker:
         needles = sorted({*kept, *(d for d in decoded if len(d) >= MIN_MASKED)}, key=len)[::-1]
         self._folded = tuple(dict.fromkeys(s.lower() for s in needles))
         self._longest = max((len(s) for s in self._folded), default=0)
-        # A lookahead finds every start (the longest there), so secrets that overlap are each
-        # masked whole. The search runs on lower-cased text (four times faster than
-        # IGNORECASE); a text whose lower-casing changes its length uses IGNORECASE.
-        self._find = _lookahead(self._folded, 0) if kept else None
+        # The search runs on lower-cased text; a text whose lower-casing changes its length
+        # uses IGNORECASE, where a lookahead finds every start (the longest there), so
+        # secrets that overlap are each masked whole.
         self._any_case = _lookahead(needles, re.IGNORECASE) if kept else None
         # No encoder here encodes an ASCII letter, a digit or "_.~-": an encoded secret shows
         # its longest run of them as it is (in some case), so the decodings are read only
         # around those runs. A secret with none has its decodings read whole.
         anchors = [max(_ALNUM.findall(s), key=len, default="") for s in self._folded]
-        self._anchors = (
-            re.compile("|".join(re.escape(a) for a in sorted(set(anchors))), _ASCII_CASE)
-            if kept and all(anchors)
-            else None
-        )
+        self._anchors = tuple(set(anchors)) if kept and all(anchors) else None
 
     def __bool__(self) -> bool:
         return bool(self.secrets)
@@ -284,7 +278,7 @@ class Masker:
         """``text`` with every secret, in any form, replaced by ``***``; ``cut``: the text
         was cut short, so a secret's start at its end is masked too; ``cut_before``: the text
         is the tail of a longer one, so a secret's end at its start is masked too."""
-        if self._find is None or not text:
+        if not self.secrets or not text:
             return text
         spans = self._spans(text)
         if cut:
@@ -327,15 +321,22 @@ class Masker:
         """The parts of ``text`` an encoded secret may be in: around each run of a secret's
         unencoded characters (as far as the longest secret encoded at the widest), widened
         to the start of a run of backslashes (which pair from their start)."""
-        if self._anchors is None or _ENCODED_UNRESERVED.search(text):
+        folded = text.lower()
+        if self._anchors is None or len(folded) != len(text) or _ENCODED_UNRESERVED.search(text):
             return [(0, len(text))]
+        found = []
+        for anchor in self._anchors:
+            at = folded.find(anchor)
+            while at != -1:
+                found.append((at, at + len(anchor)))
+                at = folded.find(anchor, at + 1)
         reach = _WIDTH * self._longest
         parts: list[tuple[int, int]] = []
-        for match in self._anchors.finditer(text):
-            start = max(match.start() - reach, 0)
+        for first, last in sorted(found):
+            start = max(first - reach, 0)
             while start > 0 and text[start - 1] == "\\":
                 start -= 1
-            end = min(match.end() + reach, len(text))
+            end = min(last + reach, len(text))
             if parts and start <= parts[-1][1]:
                 parts[-1] = (parts[-1][0], end)
             else:
@@ -356,14 +357,20 @@ class Masker:
         return regions
 
     def _search(self, text: str, regions: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
-        assert self._find is not None and self._any_case is not None
+        """Every occurrence of every secret (overlapping ones too) inside ``regions``."""
+        assert self._any_case is not None
         folded = text.lower()
-        find = self._find
         if len(folded) != len(text):  # a character whose lower case is longer (İ)
-            find, folded = self._any_case, text
-        for start, end in regions:
-            for match in find.finditer(folded, start, end):
-                yield match.start(1), match.end(1)
+            for start, end in regions:
+                for match in self._any_case.finditer(text, start, end):
+                    yield match.start(1), match.end(1)
+            return
+        for needle in self._folded:  # str.find: linear, whatever the secret's shape
+            for start, end in regions:
+                at = folded.find(needle, start, end)
+                while at != -1:
+                    yield at, at + len(needle)
+                    at = folded.find(needle, at + 1, end)
 
     def _window(self) -> int:
         return _WIDTH * self._longest + 16
@@ -412,16 +419,26 @@ def _cut_points(text: str, *, start: bool) -> list[int]:
     return points
 
 
+_CANDIDATES = 8
+"""Edge candidates checked one by one before the linear-time overlap takes over (a periodic
+secret in periodic output would otherwise cost the square of its length)."""
+
+
 def _begun_at_end(text: str, secret: str) -> int | None:
     """Where the longest end of ``text`` that begins ``secret`` starts (at least
     :data:`MIN_MASKED` characters long)."""
     head = secret[:MIN_MASKED]
     at = text.find(head, max(len(text) - len(secret), 0))
-    while at != -1 and len(text) - at >= MIN_MASKED:
+    for _ in range(_CANDIDATES):
+        if at == -1 or len(text) - at < MIN_MASKED:
+            return None
         if secret.startswith(text[at:]):
             return at
         at = text.find(head, at + 1)
-    return None
+    if at == -1:
+        return None
+    length = _overlap(text[-len(secret) :], secret)
+    return len(text) - length if length >= MIN_MASKED else None
 
 
 def _ended_at_start(text: str, secret: str) -> int | None:
@@ -429,11 +446,38 @@ def _ended_at_start(text: str, secret: str) -> int | None:
     :data:`MIN_MASKED` characters long)."""
     tail = secret[-MIN_MASKED:]
     at = text.rfind(tail, 0, len(secret))
-    while at != -1:
+    for _ in range(_CANDIDATES):
+        if at == -1:
+            return None
         if secret.endswith(text[: at + MIN_MASKED]):
             return at + MIN_MASKED
         at = text.rfind(tail, 0, at + MIN_MASKED - 1)
-    return None
+    if at == -1:
+        return None
+    length = _overlap(text[: len(secret)][::-1], secret[::-1])
+    return length if length >= MIN_MASKED else None
+
+
+def _overlap(text: str, secret: str) -> int:
+    """The length of the longest end of ``text`` that begins ``secret`` (Knuth-Morris-Pratt:
+    linear in both)."""
+    border = [0] * len(secret)
+    k = 0
+    for i in range(1, len(secret)):
+        while k and secret[i] != secret[k]:
+            k = border[k - 1]
+        if secret[i] == secret[k]:
+            k += 1
+        border[i] = k
+    k = 0
+    for char in text:
+        if k == len(secret):
+            k = border[k - 1]
+        while k and char != secret[k]:
+            k = border[k - 1]
+        if char == secret[k]:
+            k += 1
+    return k
 
 
 def _lookahead(literals: Iterable[str], flags: int) -> re.Pattern[str]:
