@@ -97,6 +97,12 @@ def _utf8_chars(data: bytes) -> list[tuple[str, int]]:
     return out
 
 
+def _folded(text: str) -> str:
+    """``text`` lower-cased, each character to one (İ, the one whose lower case is two, to
+    i), so positions in it are positions in ``text``."""
+    return text.replace("\u0130", "i").lower()
+
+
 def _percent_decoded(text: str) -> str:
     return _PERCENT.sub(
         lambda m: "".join(c for c, _ in _utf8_chars(bytes.fromhex(m.group().replace("%", "")))),
@@ -248,7 +254,7 @@ class Masker:
     """Masks a set of secret values in text (see the module's documentation for the forms
     found). Immutable; build one per set of secrets."""
 
-    __slots__ = ("_anchors", "_any_case", "_folded", "_longest", "secrets")
+    __slots__ = ("_anchors", "_folded", "_longest", "secrets")
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         kept = sorted({s for s in secrets if len(s) >= MIN_MASKED}, key=len, reverse=True)
@@ -259,12 +265,8 @@ class Masker:
         # secret percent-decoded, searched for too.
         decoded = [_percent_decoded(s) for s in kept if _PERCENT.search(s)]
         needles = sorted({*kept, *(d for d in decoded if len(d) >= MIN_MASKED)}, key=len)[::-1]
-        self._folded = tuple(dict.fromkeys(s.lower() for s in needles))
+        self._folded = tuple(dict.fromkeys(_folded(s) for s in needles))
         self._longest = max((len(s) for s in self._folded), default=0)
-        # The search runs on lower-cased text; a text whose lower-casing changes its length
-        # uses IGNORECASE, where a lookahead finds every start (the longest there), so
-        # secrets that overlap are each masked whole.
-        self._any_case = _lookahead(needles, re.IGNORECASE) if kept else None
         # No encoder here encodes an ASCII letter, a digit or "_.~-": an encoded secret shows
         # its longest run of them as it is (in some case), so the decodings are read only
         # around those runs. A secret with none has its decodings read whole.
@@ -321,8 +323,8 @@ class Masker:
         """The parts of ``text`` an encoded secret may be in: around each run of a secret's
         unencoded characters (as far as the longest secret encoded at the widest), widened
         to the start of a run of backslashes (which pair from their start)."""
-        folded = text.lower()
-        if self._anchors is None or len(folded) != len(text) or _ENCODED_UNRESERVED.search(text):
+        folded = _folded(text)
+        if self._anchors is None or _ENCODED_UNRESERVED.search(text):
             return [(0, len(text))]
         found = []
         for anchor in self._anchors:
@@ -358,13 +360,7 @@ class Masker:
 
     def _search(self, text: str, regions: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
         """Every occurrence of every secret (overlapping ones too) inside ``regions``."""
-        assert self._any_case is not None
-        folded = text.lower()
-        if len(folded) != len(text):  # a character whose lower case is longer (İ)
-            for start, end in regions:
-                for match in self._any_case.finditer(text, start, end):
-                    yield match.start(1), match.end(1)
-            return
+        folded = _folded(text)
         for needle in self._folded:  # str.find: linear, whatever the secret's shape
             for start, end in regions:
                 at = folded.find(needle, start, end)
@@ -383,7 +379,7 @@ class Masker:
         spans = []
         for keep in _cut_points(window, start=False):
             for view in _views(window[:keep]):
-                folded = view.text.lower()
+                folded = _folded(view.text)
                 for secret in self._folded:
                     at = _begun_at_end(folded, secret)
                     if at is not None:
@@ -398,7 +394,7 @@ class Masker:
         spans = []
         for skip in _cut_points(window, start=True):
             for view in _views(window[skip:]):
-                folded = view.text.lower()
+                folded = _folded(view.text)
                 for secret in self._folded:
                     end = _ended_at_start(folded, secret)
                     if end is not None:
@@ -478,10 +474,6 @@ def _overlap(text: str, secret: str) -> int:
         if char == secret[k]:
             k += 1
     return k
-
-
-def _lookahead(literals: Iterable[str], flags: int) -> re.Pattern[str]:
-    return re.compile("(?=(" + "|".join(re.escape(s) for s in literals) + "))", flags)
 
 
 class _Held:

@@ -80,6 +80,8 @@ def test_every_form_a_secret_takes_is_masked_wherever_it_is(
     """``far``: the secret deep inside a long text (plain, or dense with escapes)."""
     spelled = sorted(set(forms(secret).values()) | {partly(secret, chosen, lower_hex, plus)})
     shown = spelled[form % len(spelled)]
+    if re.search(r"%[0-9A-Fa-f]?\Z", shown):  # a "%" httpx left as it is at the end would
+        after = " " + after  # join what follows into an escape (docs/security.md's limits)
     text = far + " " + before + shown + after + " " + far
     out = Masker([secret]).mask(text)
     assert shown not in out, (shown, out)
