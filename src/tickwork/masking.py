@@ -70,7 +70,12 @@ _ENCODED_UNRESERVED = re.compile(rf"%{_UNRESERVED_HEX}|\\(?:u00|x){_UNRESERVED_H
 """An encoder that encodes what none needs to (``%41`` for ``A``): a text holding one has its
 decodings read whole."""
 _WIDTH = 12
-"""The most characters an encoded character takes (a surrogate pair of ``\\uXXXX``)."""
+"""The most characters one encoding gives a character (a surrogate pair of ``\\uXXXX``):
+what a cut at an edge may have split."""
+_WIDEST = 32
+"""The most characters a character takes through :data:`DEPTH` chained encodings (a 4-byte
+character percent-encoded three times: 28): how far from a secret's unencoded characters
+its encoded form may reach."""
 
 
 _UTF8_LEADS = ((2, 0xE0), (3, 0xF0), (4, 0xF5))
@@ -323,16 +328,16 @@ class Masker:
         """The parts of ``text`` an encoded secret may be in: around each run of a secret's
         unencoded characters (as far as the longest secret encoded at the widest), widened
         to the start of a run of backslashes (which pair from their start)."""
-        folded = _folded(text)
         if self._anchors is None or _ENCODED_UNRESERVED.search(text):
             return [(0, len(text))]
+        folded = _folded(text)
         found = []
         for anchor in self._anchors:
             at = folded.find(anchor)
             while at != -1:
                 found.append((at, at + len(anchor)))
                 at = folded.find(anchor, at + 1)
-        reach = _WIDTH * self._longest
+        reach = _WIDEST * self._longest
         parts: list[tuple[int, int]] = []
         for first, last in sorted(found):
             start = max(first - reach, 0)
@@ -369,7 +374,7 @@ class Masker:
                     at = folded.find(needle, at + 1, end)
 
     def _window(self) -> int:
-        return _WIDTH * self._longest + 16
+        return _WIDEST * self._longest + 16
 
     def _end_spans(self, text: str) -> list[tuple[int, int]]:
         """A secret's start (at least :data:`MIN_MASKED` characters of it, decoded) at the

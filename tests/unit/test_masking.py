@@ -250,3 +250,15 @@ def test_secrets_held_by_concurrent_runs_are_counted() -> None:
     for thread in threads:
         thread.join()
     assert errors == [] and not masking.active()
+
+
+def test_a_secret_encoded_three_times_deep_in_a_long_text_is_masked() -> None:
+    """Its unencoded part (one letter) is far from the encoded rest: 12 astral characters,
+    percent-encoded three times, are 336 characters."""
+    secret = "a" + "😀" * 12
+    thrice = quote(quote(quote(secret, safe=""), safe=""), safe="")
+    nested = repr(json.dumps(json.dumps(secret)))
+    masker = Masker([secret])
+    for shown in (thrice, nested):
+        out = masker.mask("x" * 5000 + " " + shown + " " + "y" * 5000)
+        assert leaks(out, secret) == [] and out.count(MASK) == 1, shown
