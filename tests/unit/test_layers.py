@@ -15,6 +15,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tickwork.limits",
             "tickwork.jsonschema",
             "tickwork.logs",
+            "tickwork.masking",
             "tickwork.portal",
         ),
     ),

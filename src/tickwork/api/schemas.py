@@ -26,6 +26,7 @@ from tickwork.auth.tokens import MAX_API_TOKEN_TTL
 from tickwork.config import MAX_MAX_ATTEMPTS, MAX_PRIORITY, MIN_PRIORITY, QUEUE_NAME
 from tickwork.jsonschema import null_only
 from tickwork.limits import MAX_JSON_DEPTH, too_deep, unstorable
+from tickwork.masking import MIN_SECRET
 from tickwork.queue.enqueue import MAX_UNIQUE_KEY_LENGTH
 from tickwork.types import AuditEvent, ErrorInfo, Execution, Progress
 
@@ -438,8 +439,14 @@ class SettingIn(Request):
 
 
 class VariableIn(Request):
-    value: str = Field(max_length=100_000)
-    secret: bool = False
+    value: str = Field(
+        max_length=100_000,
+        description=f"a secret one at least {MIN_SECRET} characters (400 otherwise)",
+    )
+    secret: bool = Field(
+        default=False,
+        description="never returned again; masked by value in every output of a run",
+    )
 
 
 class HealthOut(Model):

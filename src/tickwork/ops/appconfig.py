@@ -14,7 +14,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from tickwork.config import MAX_SECONDS, Settings
 from tickwork.db.store import Store
-from tickwork.errors import InvalidInput, NotFoundError
+from tickwork.errors import InvalidField, InvalidInput, NotFoundError
+from tickwork.masking import MIN_SECRET
 
 VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}\Z")
 
@@ -163,8 +164,14 @@ async def put_variable(
     secret: bool,
     actor: str,
 ) -> Variable:
-    """Create or replace a variable."""
+    """Create or replace a variable; a secret one of fewer than :data:`MIN_SECRET`
+    characters is refused (a value that short cannot be masked in a run's output without
+    masking common text)."""
     name = check_variable_name(name)
+    if secret and len(value) < MIN_SECRET:
+        raise InvalidField(
+            "value", f"a secret must be at least {MIN_SECRET} characters (it is masked by value)"
+        )
     async with pool.connection() as conn:
         row = await store.variable_put(conn, name=name, value=value, secret=secret, actor=actor)
     return Variable(**row)

@@ -7,10 +7,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+import traceback
+from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
+from tickwork import logs, masking
 from tickwork.config import Settings
 from tickwork.db.database import Database
 from tickwork.db.driver_errors import CONNECTION_ERRORS
@@ -27,6 +29,7 @@ from tickwork.types import Job
 from tickwork.worker.context import JobContext
 
 log = logging.getLogger("tickwork.runtimes")
+logs.mask_secrets()  # what the worker, the runtimes and httpx log while a run holds secrets
 
 COUNT_ERRORS: tuple[type[BaseException], ...] = (DatabaseError, *CONNECTION_ERRORS)
 """What may keep a run's activity from being counted (logged; the run's outcome stands)."""
@@ -37,6 +40,23 @@ def job_backoff(job: Job) -> Backoff:
     retry = dict(job.args.get("policy", {}).get("retry", {}))
     retry.pop("max_attempts", None)
     return RetryPolicy.model_validate({"max_attempts": 1, **retry}).backoff()
+
+
+@contextlib.contextmanager
+def _masked_failure(variables: Variables) -> Iterator[None]:
+    """A run's failure with its secrets masked: a RunFailed's message; any other error whose
+    message or traceback shows a secret becomes a RunFailed naming its type (its traceback,
+    which a VIEWER reads, would show the secret); the rest are raised as they are."""
+    try:
+        yield
+    except RunFailed as exc:
+        raise RunFailed(variables.mask(str(exc))) from None
+    except Exception as exc:
+        told = "".join(traceback.format_exception(exc))
+        if variables.mask(told) != told:
+            name = type(exc).__qualname__
+            raise RunFailed(variables.mask(f"{name}: {exc}")) from None
+        raise
 
 
 class Runtimes:
@@ -64,7 +84,7 @@ class Runtimes:
         async with self._counted(definition, "-"):
             texts = [spec["url"], spec.get("body"), *spec.get("headers", {}).values()]
             variables = await self._variables(texts, [])
-            try:
+            with masking.held(variables.masker), _masked_failure(variables):
                 result = await http.call(
                     spec,
                     exec_timeout=policy["exec_timeout"],
@@ -72,8 +92,6 @@ class Runtimes:
                     settings=self.settings.http,
                     allow=self.allow,
                 )
-            except RunFailed as exc:
-                raise RunFailed(variables.mask(str(exc))) from None
         await self._loop(ctx, definition, loop, policy)
         return result
 
@@ -94,7 +112,7 @@ class Runtimes:
             )
         async with self._counted(definition, spec["language"]):
             variables = await self._variables([], list(spec.get("variables", [])))
-            try:
+            with masking.held(variables.masker), _masked_failure(variables):
                 result = await script.run(
                     spec,
                     exec_timeout=policy["exec_timeout"],
@@ -103,8 +121,6 @@ class Runtimes:
                     trigger=trigger,
                     report=ctx.output,
                 )
-            except RunFailed as exc:
-                raise RunFailed(variables.mask(str(exc))) from None
         await self._loop(ctx, definition, loop, policy)
         return result
 

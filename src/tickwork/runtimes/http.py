@@ -3,7 +3,8 @@
 Each hop (the first request and every redirect followed) is checked again: its scheme, and
 the address its host resolves to, which is the address connected to. The URL, header values
 and body take ``{{ vars.NAME }}`` values; what a run stores (its result, its error) has the
-secret values masked.
+secret values masked in every form (:mod:`tickwork.masking`), and a URL's user-info password
+always reads ``***``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tickwork.definitions.records import REFERENCE
 from tickwork.definitions.templates import Variables
 from tickwork.errors import AddressRefused, RunFailed
 from tickwork.limits import storable
+from tickwork.masking import MASK
 from tickwork.runtimes.netguard import IPNetwork, checked_address
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -50,6 +52,14 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     return (url.scheme, url.host, url.port)
 
 
+def shown(url: httpx.URL) -> str:
+    """``url`` as a run stores or names it: a password in its user-info reads ``***``
+    (whether or not it came from a secret variable)."""
+    if url.password:
+        url = url.copy_with(username=url.username, password=MASK)
+    return str(url)
+
+
 async def call(
     spec: Mapping[str, Any],
     *,
@@ -77,7 +87,7 @@ async def call(
     }
     body = None if spec.get("body") is None else variables.render(spec["body"]).encode()
     started = time.monotonic()
-    hops: list[str] = []
+    hops: list[httpx.URL] = []
     try:
         async with httpx.AsyncClient(
             follow_redirects=False,
@@ -95,7 +105,7 @@ async def call(
                             and response.status_code in REDIRECTS
                             and location
                         ):
-                            hops.append(str(url))
+                            hops.append(url)
                             url = url.join(location)
                             if _origin(url) != origin:
                                 headers = portable
@@ -114,34 +124,33 @@ async def call(
                     raise RunFailed(f"more than {settings.max_redirects} redirects")
     except TimeoutError:
         raise RunFailed(
-            variables.mask(f"{method} {url} took longer than exec_timeout ({exec_timeout}s)")
+            variables.mask(f"{method} {shown(url)} took longer than exec_timeout ({exec_timeout}s)")
         ) from None
     except RunFailed:
         raise
     except Exception as exc:  # httpx's errors, and what a hostile URL or header value raises
         # (an IDNA error, a header value that is not ASCII, a port out of range)
-        raise RunFailed(variables.mask(f"{method} {url} failed: {exc!r}")) from None
+        raise RunFailed(variables.mask(f"{method} {shown(url)} failed: {exc!r}")) from None
     duration = time.monotonic() - started
     text = variables.mask(
         storable(content.decode(response.encoding or "utf-8", errors="replace")), cut=truncated
     )
     result: dict[str, Any] = {
         "status": response.status_code,
-        "headers": dict(response.headers),
+        "headers": variables.masked(dict(response.headers)),
         "duration": round(duration, 6),
-        "body": text,
+        "body": text,  # masked above, where it may have been cut
         "body_bytes": size,
         "truncated": truncated,
-        "url": str(url),
-        "redirects": hops,
+        "url": variables.mask(shown(url)),
+        "redirects": [variables.mask(shown(hop)) for hop in hops],
     }
-    masked: dict[str, Any] = variables.masked(result)
     if not _expected(spec, response.status_code):
         raise RunFailed(
-            f"{method} {masked['url']} answered {response.status_code}, not an expected "
-            f"status ({spec.get('expect_status') or '2xx'}): {masked['body'][:ERROR_BODY_SHOWN]}"
+            f"{method} {result['url']} answered {response.status_code}, not an expected "
+            f"status ({spec.get('expect_status') or '2xx'}): {text[:ERROR_BODY_SHOWN]}"
         )
-    return masked
+    return result
 
 
 async def _send(
@@ -154,11 +163,11 @@ async def _send(
 ) -> httpx.Response:
     """One request, to the address the guard checked for the URL's host."""
     if url.scheme not in ("http", "https"):
-        raise AddressRefused(str(url), url.host or "-", f"the scheme {url.scheme!r} is refused")
+        raise AddressRefused(shown(url), url.host or "-", f"the scheme {url.scheme!r} is refused")
     if not url.host:
-        raise AddressRefused(str(url), "-", "the URL has no host")
+        raise AddressRefused(shown(url), "-", "the URL has no host")
     port = url.port or (443 if url.scheme == "https" else 80)
-    address = await checked_address(str(url), url.host, port, allow)
+    address = await checked_address(shown(url), url.host, port, allow)
     host_header = url.netloc.decode("ascii")
     request = client.build_request(
         method,

@@ -423,18 +423,16 @@ async def run(
         # shielded: a second cancel (a shutdown's) must not leave the directory or cgroup
         await asyncio.shield(asyncio.to_thread(_clean_up, workdir, cgroup))
     metrics.script_output(language, out.size, err.size)
-    result: dict[str, Any] = variables.masked(
-        {
-            "exit_code": code,
-            "duration": round(duration, 6),
-            "stdout": variables.mask(out.text(), cut=out.size > len(out.kept)),
-            "stderr": variables.mask(err.text(), cut=err.size > len(err.kept)),
-            "stdout_bytes": out.size,
-            "stderr_bytes": err.size,
-            "stdout_truncated": out.size > len(out.kept),
-            "stderr_truncated": err.size > len(err.kept),
-        }
-    )
+    result: dict[str, Any] = {
+        "exit_code": code,
+        "duration": round(duration, 6),
+        "stdout": variables.mask(out.text(), cut=out.size > len(out.kept)),
+        "stderr": variables.mask(err.text(), cut=err.size > len(err.kept)),
+        "stdout_bytes": out.size,
+        "stderr_bytes": err.size,
+        "stdout_truncated": out.size > len(out.kept),
+        "stderr_truncated": err.size > len(err.kept),
+    }
     if code == 0:
         return result
     tails = f"stdout (the end): {out.end(variables)}; stderr (the end): {err.end(variables)}"

@@ -1991,7 +1991,7 @@ export interface components {
             duplicate: boolean;
             /**
              * Omitted
-             * @description fields left out (args {}, result null): too large for a listing (the job's own page has them) or nested too deep to be served
+             * @description fields left out (args {}, result null): too large for a listing (the job's own page has them) or nested too deep to be served; or stored values no reader can decode, shown as {"undecodable": "<why>"}
              */
             omitted?: ("args" | "result")[];
             /** @description what the handler last reported with ctx.progress */
@@ -2075,7 +2075,7 @@ export interface components {
             duplicate: boolean;
             /**
              * Omitted
-             * @description fields left out (args {}, result null): too large for a listing (the job's own page has them) or nested too deep to be served
+             * @description fields left out (args {}, result null): too large for a listing (the job's own page has them) or nested too deep to be served; or stored values no reader can decode, shown as {"undecodable": "<why>"}
              */
             omitted?: ("args" | "result")[];
             /** @description what the handler last reported with ctx.progress */
@@ -2992,10 +2992,14 @@ export interface components {
         };
         /** VariableIn */
         VariableIn: {
-            /** Value */
+            /**
+             * Value
+             * @description a secret one at least 8 characters (400 otherwise)
+             */
             value: string;
             /**
              * Secret
+             * @description never returned again; masked by value in every output of a run
              * @default false
              */
             secret: boolean;
