@@ -32,6 +32,8 @@ TESTS = [
     "tests/integration/test_concurrent_figures.py",
     "tests/integration/test_outage.py",
     "tests/integration/test_security_figures.py",
+    "tests/integration/test_hung_database.py",
+    "tests/e2e/test_hung_database_serve.py",
     # across a network of namespaces (root only; skipped elsewhere)
     "tests/net/test_worker_partition.py",
     "tests/net/test_half_open.py",
