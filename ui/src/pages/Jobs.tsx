@@ -40,16 +40,27 @@ export function JobsPage() {
     refetchInterval: before ? false : live,
   });
   const bulk = useMutation({
-    mutationFn: (operation: "retry" | "cancel") =>
-      post<{ matched: number; changed: number[] }>(`/api/jobs/bulk/${operation}`, {
+    mutationFn: (operation: "retry" | "cancel") => {
+      const where = {
         state: filter.get("state") ? [filter.get("state")] : undefined,
         queue: filter.get("queue") ?? undefined,
         task: filter.get("task") ?? undefined,
         created_from: filter.get("created_from") ?? undefined,
         created_to: filter.get("created_to") ?? undefined,
-      }),
+      };
+      // the API refuses an empty filter: no filter here means every job, so it says so
+      const every = Object.values(where).every((value) => value === undefined);
+      return post<{ matched: number; changed: number[]; refused: number[] }>(
+        `/api/jobs/bulk/${operation}`,
+        every ? { ...where, all: true } : where,
+      );
+    },
     onSuccess: (answer, operation) => {
-      setDone(`${operation}: ${answer.changed.length} of ${answer.matched} jobs changed`);
+      // a retry runs a definition only as it is now: runs of deleted ones stay as they are
+      const refused = answer.refused.length
+        ? `; ${answer.refused.length} runs of deleted definitions not retried`
+        : "";
+      setDone(`${operation}: ${answer.changed.length} of ${answer.matched} jobs changed${refused}`);
       void client.invalidateQueries({ queryKey: ["jobs"] });
     },
   });
