@@ -2,6 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link } from "react-router";
 import { api, post } from "../api";
+import { bulkBody } from "../bulk";
 import { Confirm } from "../components/Confirm";
 import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
@@ -40,21 +41,11 @@ export function JobsPage() {
     refetchInterval: before ? false : live,
   });
   const bulk = useMutation({
-    mutationFn: (operation: "retry" | "cancel") => {
-      const where = {
-        state: filter.get("state") ? [filter.get("state")] : undefined,
-        queue: filter.get("queue") ?? undefined,
-        task: filter.get("task") ?? undefined,
-        created_from: filter.get("created_from") ?? undefined,
-        created_to: filter.get("created_to") ?? undefined,
-      };
-      // the API refuses an empty filter: no filter here means every job, so it says so
-      const every = Object.values(where).every((value) => value === undefined);
-      return post<{ matched: number; changed: number[]; refused: number[] }>(
+    mutationFn: (operation: "retry" | "cancel") =>
+      post<{ matched: number; changed: number[]; refused: number[] }>(
         `/api/jobs/bulk/${operation}`,
-        every ? { ...where, all: true } : where,
-      );
-    },
+        bulkBody(filter),
+      ),
     onSuccess: (answer, operation) => {
       // a retry runs a definition only as it is now: runs of deleted ones stay as they are
       const refused = answer.refused.length
