@@ -29,6 +29,7 @@ TESTS = [
     "tests/e2e/test_schedule_failover.py",
     "tests/e2e/test_soak.py",
     "tests/e2e/test_outage_drain.py",
+    "tests/e2e/test_role_race.py",
     "tests/integration/test_concurrent_figures.py",
     "tests/integration/test_outage.py",
     "tests/integration/test_security_figures.py",

@@ -187,6 +187,24 @@ class ConflictError(TickworkError):
     """The request conflicts with what is stored (a duplicate email, a used invite)."""
 
 
+class RerunRefused(ConflictError):
+    """A retry of a definition's run whose definition was deleted (or that names none): what
+    it would run is code an ADMIN removed, so it is not run again."""
+
+    def __init__(self, job_id: int, definition_id: int | None) -> None:
+        self.job_id = job_id
+        self.definition_id = definition_id
+        which = (
+            f"definition {definition_id}, which was deleted"
+            if definition_id is not None
+            else "a definition its arguments do not name"
+        )
+        super().__init__(
+            f"cannot retry job {job_id}: it runs {which}; a retry runs a definition only as"
+            " it is now, so a removed one's code is not run again (store it again to run it)"
+        )
+
+
 class InvalidInput(TickworkError, ValueError):
     """A request field is invalid; names the field and the value."""
 

@@ -211,14 +211,30 @@ async def test_bulk_retry_and_cancel_by_filter(api: Api) -> None:
     done = await api.client.post(
         "/api/jobs/bulk/cancel", json={"state": ["PENDING"], "queue": "api-tests"}, headers=operator
     )
-    assert done.json() == {"matched": 3, "changed": sorted(j.id for j in jobs)}
+    assert done.json() == {"matched": 3, "changed": sorted(j.id for j in jobs), "refused": []}
     assert all(api.app.get_job(j.id).state is JobState.CANCELLED for j in jobs)
     again = await api.client.post(
         "/api/jobs/bulk/retry", json={"state": ["CANCELLED"]}, headers=operator
     )
-    assert again.json() == {"matched": 3, "changed": []}  # retry does not apply to CANCELLED
+    assert again.json() == {"matched": 3, "changed": [], "refused": []}  # not from CANCELLED
     extra = await api.client.post("/api/jobs/bulk/retry", json={"colour": "red"}, headers=operator)
     assert problem(extra, 400)["field"] == "colour"
+
+
+async def test_bulk_actions_refuse_an_empty_filter_unless_all_is_said(api: Api) -> None:
+    jobs = api.app.enqueue_many([{"task": "tests.echo"} for _ in range(2)])
+    operator = api.headers(Role.OPERATOR)
+    # red team: `{}` (or a filter lost on the way: nulls, an empty state list) cancelled every job
+    for body in ({}, {"state": None, "queue": None}, {"state": []}, {"all": False}):
+        for operation in ("cancel", "retry"):
+            refused = await api.client.post(
+                f"/api/jobs/bulk/{operation}", json=body, headers=operator
+            )
+            assert problem(refused, 400)["field"] == "all", (operation, body)
+            assert "all: true" in refused.json()["detail"]
+    assert all(api.app.get_job(j.id).state is JobState.PENDING for j in jobs)
+    done = await api.client.post("/api/jobs/bulk/cancel", json={"all": True}, headers=operator)
+    assert done.json() == {"matched": 2, "changed": sorted(j.id for j in jobs), "refused": []}
 
 
 async def test_paused_queue_is_not_claimed_and_the_pause_is_stored(api: Api) -> None:

@@ -137,7 +137,15 @@ async def test_access_token_round_trip(app: App) -> None:
     assert pair.expires_in == int(auth.settings.access_token_ttl)
     assert PASSWORD not in repr(pair) and pair.refresh_token not in repr(pair)
     principal = auth.verify_access(pair.access_token)
-    assert principal == Principal(user.id, "ada@example.com", Role.OPERATOR, "session", None)
+    session = principal.session  # the login's refresh token family (its `sid` claim)
+    assert (
+        session is not None
+        and str(session)
+        == jwt.decode(pair.access_token, options={"verify_signature": False})["sid"]
+    )
+    assert principal == Principal(
+        user.id, "ada@example.com", Role.OPERATOR, "session", None, session=session
+    )
     assert principal.actor == "user:ada@example.com"
     assert await auth.authenticate(pair.access_token) == principal
     decoded = jwt.decode(pair.access_token, options={"verify_signature": False})

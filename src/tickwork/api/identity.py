@@ -221,12 +221,15 @@ async def list_users(svc: Svc) -> Any:
     | answer(409, "It would leave no enabled administrator"),
 )
 async def edit_user(user_id: IdPath, body: UserEditIn, svc: Svc, who: Caller) -> Any:
-    """Change a user's role or disable them; either revokes their refresh tokens at once."""
+    """Change a user's role or disable them; either revokes their refresh tokens at once.
+    The caller must still be an enabled ADMIN when the change commits (checked again under a
+    lock: a demotion racing this request wins or is seen), and nobody raises their own role
+    or enables themselves (403)."""
     user = await svc.auth.get_user(user_id)
     if body.role is not None:
-        user = await svc.auth.set_role(user_id, Role[body.role], who.actor)
+        user = await svc.auth.set_role(user_id, Role[body.role], who)
     if body.disabled is not None:
-        user = await svc.auth.disable(user_id, who.actor, disabled=body.disabled)
+        user = await svc.auth.disable(user_id, who, disabled=body.disabled)
     return user
 
 
@@ -245,7 +248,7 @@ async def list_invites(svc: Svc) -> Any:
 )
 async def create_invite(body: InviteIn, svc: Svc, who: Caller) -> dict[str, Any]:
     """Invite someone with a fixed role; the token is shown once and expires."""
-    invite, token = await svc.auth.create_invite(body.email, Role[body.role], who.actor)
+    invite, token = await svc.auth.create_invite(body.email, Role[body.role], who)
     return {"invite": invite, "token": token}
 
 
@@ -258,7 +261,7 @@ async def create_invite(body: InviteIn, svc: Svc, who: Caller) -> dict[str, Any]
 )
 async def revoke_invite(invite_id: IdPath, svc: Svc, who: Caller) -> Response:
     """Revoke an invite that was not accepted yet."""
-    await svc.auth.revoke_invite(invite_id, who.actor)
+    await svc.auth.revoke_invite(invite_id, who)
     return Response(status_code=204)
 
 

@@ -164,14 +164,16 @@ def _filter(body: JobFilterIn) -> JobFilter:
 
 @router.post("/api/jobs/bulk/retry", response_model=BulkOut, tags=["jobs"])
 async def bulk_retry_jobs(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkResult:
-    """Retry every DEAD_LETTER or FAILED job the filter selects (at most 10,000)."""
-    return await admin.bulk(svc.pool, svc.store, "retry", _filter(body), who.actor)
+    """Retry every DEAD_LETTER or FAILED job the filter selects (at most 10,000). At least
+    one filter field, or `all: true`, is required: `{}` is refused (400)."""
+    return await admin.bulk(svc.pool, svc.store, "retry", _filter(body), who.actor, every=body.all)
 
 
 @router.post("/api/jobs/bulk/cancel", response_model=BulkOut, tags=["jobs"])
 async def bulk_cancel_jobs(body: JobFilterIn, svc: Svc, who: Caller) -> admin.BulkResult:
-    """Cancel every job the filter selects that can still be cancelled (at most 10,000)."""
-    return await admin.bulk(svc.pool, svc.store, "cancel", _filter(body), who.actor)
+    """Cancel every job the filter selects that can still be cancelled (at most 10,000). At
+    least one filter field, or `all: true`, is required: `{}` is refused (400)."""
+    return await admin.bulk(svc.pool, svc.store, "cancel", _filter(body), who.actor, every=body.all)
 
 
 @router.get("/api/jobs/{job_id}", response_model=JobDetailOut, tags=["jobs"], responses=NO_JOB)
@@ -203,7 +205,11 @@ async def _act(svc: Services, operation: str, job_id: int, who: Principal) -> ob
     "/api/jobs/{job_id}/retry",
     response_model=JobOut,
     tags=["jobs"],
-    responses=NO_JOB | answer(409, "The job is neither DEAD_LETTER nor FAILED"),
+    responses=NO_JOB
+    | answer(
+        409,
+        "The job is neither DEAD_LETTER nor FAILED, or it runs a definition that was deleted",
+    ),
 )
 async def retry_job(job_id: IdPath, svc: Svc, who: Caller) -> object:
     """Send a DEAD_LETTER or FAILED job back to PENDING now."""

@@ -258,11 +258,20 @@ class JobFilterIn(Request):
     created_to: Instant | None = None
     finished_from: Instant | None = None
     finished_to: Instant | None = None
+    all: bool = Field(
+        False,
+        description="true: act on every job the other fields select, even with none given"
+        " (an empty filter is refused otherwise, 400)",
+    )
 
 
 class BulkOut(Model):
     matched: int
     changed: list[int]
+    refused: list[int] = Field(
+        description="runs of deleted definitions a retry left as they are: a retry runs a"
+        " definition only as it is now"
+    )
 
 
 class ScheduleOut(Model):

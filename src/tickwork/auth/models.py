@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
+from uuid import UUID
 
 from tickwork.auth.roles import Role
 from tickwork.types import from_row
@@ -53,6 +54,9 @@ class Principal:
     """The API token's id; None for a session."""
     channel: Literal["api", "mcp"] = "api"
     """Where the request came in: the REST API, or a tool of the MCP endpoint."""
+    session: UUID | None = None
+    """The login session (refresh token family) of a session's access token; None for an
+    API token."""
 
     @property
     def actor(self) -> str:

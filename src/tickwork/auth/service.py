@@ -25,13 +25,14 @@ import hmac
 import logging
 import secrets
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import psycopg
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from tickwork.auth.acting import Actor, actor_name, check_actor
 from tickwork.auth.inputs import check_email, check_name
 from tickwork.auth.models import ApiToken, Bootstrap, Invite, Principal, Row, TokenPair, User
 from tickwork.auth.passwords import (
@@ -164,6 +165,16 @@ class AuthService:
             conn, self.store, actor, event_type, target_type, str(target_id), metadata
         )
 
+    @contextlib.asynccontextmanager
+    async def _change(self) -> AsyncIterator[Connection]:
+        """A connection in a transaction for a change an actor makes, READ COMMITTED
+        whatever the server's default: :func:`~tickwork.auth.acting.check_actor` must read
+        what committed while it waited for the actor's row."""
+        async with self.pool.connection() as conn:
+            await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+            async with conn.transaction():
+                yield conn
+
     async def _user_row(self, conn: Connection, user_id: int) -> Row:
         found = await self.store.user_get(conn, user_id=user_id)
         if found is None:
@@ -284,12 +295,15 @@ class AuthService:
         async with self.pool.connection() as conn:
             return [User.from_row(r) for r in await self.store.user_list(conn)]
 
-    async def set_role(self, user_id: int, role: Role | str, actor: str) -> User:
+    async def set_role(self, user_id: int, role: Role | str, actor: Actor) -> User:
         """Change a user's role and end their sessions; refused (:class:`ConflictError`)
-        when it would leave no enabled administrator."""
+        when it would leave no enabled administrator. A :class:`Principal` ``actor`` must be
+        an enabled ADMIN when the change commits, and may not raise its own role
+        (:func:`~tickwork.auth.acting.check_actor`); a name is the local superuser."""
         the_role = Role.parse(role)
-        async with self.pool.connection() as conn, conn.transaction():
+        async with self._change() as conn:
             await self.store.auth_lock(conn, name="admins")
+            await check_actor(conn, self.store, actor, target=user_id, role=the_role)
             before = User.from_row(await self._user_row(conn, user_id))
             if before.role is the_role:
                 return before
@@ -299,7 +313,7 @@ class AuthService:
             await self._end_sessions(conn, user_id, "role_changed")
             await self._audit(
                 conn,
-                actor,
+                actor_name(actor),
                 "user.role_changed",
                 "user",
                 user_id,
@@ -310,12 +324,14 @@ class AuthService:
         self._sessions.forget(user_id)
         return User.from_row(row)
 
-    async def disable(self, user_id: int, actor: str, disabled: bool = True) -> User:
+    async def disable(self, user_id: int, actor: Actor, disabled: bool = True) -> User:
         """Disable a user (ending their sessions; their API tokens stop working) or, with
         ``disabled=False``, enable them again. The last enabled administrator cannot be
-        disabled (:class:`ConflictError`)."""
-        async with self.pool.connection() as conn, conn.transaction():
+        disabled (:class:`ConflictError`). A :class:`Principal` ``actor`` must be an enabled
+        ADMIN when the change commits, and may not enable itself."""
+        async with self._change() as conn:
             await self.store.auth_lock(conn, name="admins")
+            await check_actor(conn, self.store, actor, target=user_id, enabling=not disabled)
             before = User.from_row(await self._user_row(conn, user_id))
             if before.disabled is disabled:
                 return before
@@ -325,7 +341,7 @@ class AuthService:
             if disabled:
                 await self._end_sessions(conn, user_id, "disabled")
             event = "user.disabled" if disabled else "user.enabled"
-            await self._audit(conn, actor, event, "user", user_id, email=before.email)
+            await self._audit(conn, actor_name(actor), event, "user", user_id, email=before.email)
         self._sessions.forget(user_id)
         return User.from_row(row)
 
@@ -592,7 +608,9 @@ class AuthService:
 
     @staticmethod
     def _principal(claims: AccessClaims) -> Principal:
-        return Principal(claims.user_id, claims.email, claims.role, "session", None)
+        return Principal(
+            claims.user_id, claims.email, claims.role, "session", None, session=claims.session
+        )
 
     async def authenticate(self, token: str) -> Principal:
         """The principal of an API token (by its ``twk_`` prefix) or else of an access token
@@ -679,13 +697,15 @@ class AuthService:
 
     # -- invites ----------------------------------------------------------------------------
 
-    async def create_invite(self, email: str, role: Role | str, actor: str) -> tuple[Invite, str]:
+    async def create_invite(self, email: str, role: Role | str, actor: Actor) -> tuple[Invite, str]:
         """An invite for ``email`` with ``role``, and its token (shown once; expires after
-        ``auth.invite_ttl``). :class:`ConflictError` when a user has that email."""
+        ``auth.invite_ttl``). :class:`ConflictError` when a user has that email. A
+        :class:`Principal` ``actor`` must be an enabled ADMIN when the invite is stored."""
         email = check_email(email)
         the_role = Role.parse(role)
         token = new_token(INVITE_PREFIX)
-        async with self.pool.connection() as conn, conn.transaction():
+        async with self._change() as conn:
+            await check_actor(conn, self.store, actor)
             if await self.store.user_get_by_email(conn, email=email) is not None:
                 raise ConflictError(f"a user with email {email!r} already exists")
             row = await self.store.invite_insert(
@@ -693,12 +713,18 @@ class AuthService:
                 email=email,
                 role=the_role.name,
                 token_hash=token_hash(token),
-                created_by=actor,
+                created_by=actor_name(actor),
                 ttl=self.settings.invite_ttl,
             )
             invite = Invite.from_row(row)
             await self._audit(
-                conn, actor, "invite.created", "invite", invite.id, email=email, role=the_role.name
+                conn,
+                actor_name(actor),
+                "invite.created",
+                "invite",
+                invite.id,
+                email=email,
+                role=the_role.name,
             )
         return invite, token
 
@@ -707,15 +733,22 @@ class AuthService:
         async with self.pool.connection() as conn:
             return [Invite.from_row(r) for r in await self.store.invite_list(conn)]
 
-    async def revoke_invite(self, invite_id: int, actor: str) -> Invite:
+    async def revoke_invite(self, invite_id: int, actor: Actor) -> Invite:
         """Withdraw an invite (idempotent). :class:`NotFoundError` for an unknown one,
-        :class:`ConflictError` for one already accepted."""
-        async with self.pool.connection() as conn, conn.transaction():
+        :class:`ConflictError` for one already accepted. A :class:`Principal` ``actor`` must
+        be an enabled ADMIN when it is withdrawn."""
+        async with self._change() as conn:
+            await check_actor(conn, self.store, actor)
             revoked = await self.store.invite_revoke(conn, invite_id=invite_id)
             if revoked is not None:
                 invite = Invite.from_row(revoked)
                 await self._audit(
-                    conn, actor, "invite.revoked", "invite", invite_id, email=invite.email
+                    conn,
+                    actor_name(actor),
+                    "invite.revoked",
+                    "invite",
+                    invite_id,
+                    email=invite.email,
                 )
                 return invite
             found = await self.store.invite_get(conn, invite_id=invite_id)
@@ -773,8 +806,12 @@ class AuthService:
                 f"must be a positive number of seconds, at most {MAX_API_TOKEN_TTL:.0f}",
             )
         token = new_token(API_TOKEN_PREFIX)
-        async with self.pool.connection() as conn, conn.transaction():
+        async with self._change() as conn:
+            # the owner's row held: a role change or disable waits, or is seen here
+            await self.store.user_lock(conn, user_id=user_id)
             owner = User.from_row(await self._user_row(conn, user_id))
+            if owner.disabled:
+                raise AuthError(f"user {user_id} is disabled; a disabled user makes no token")
             ceiling = owner.role if at_most is None else min(owner.role, at_most)
             if the_role > ceiling:
                 raise PermissionDenied(the_role.name, ceiling.name)

@@ -342,9 +342,10 @@ class Definition:
     def schedule_name(self) -> str:
         return schedule_name(self.id)
 
-    def snapshot(self, trigger: dict[str, Any]) -> dict[str, Any]:
-        """A run's job arguments: the definition as it is now, so an edit never changes a
-        run already made."""
+    def run_fields(self) -> dict[str, Any]:
+        """What a run carries of its definition as it is now: which one and its version,
+        what to run, the policy. A retry puts these over a run's own (see
+        :mod:`tickwork.definitions.reruns`)."""
         return {
             "definition": {
                 "id": self.id,
@@ -354,8 +355,12 @@ class Definition:
             },
             "spec": self.spec,
             "policy": {"exec_timeout": self.exec_timeout, "retry": self.retry, "loop": self.loop},
-            "trigger": trigger,
         }
+
+    def snapshot(self, trigger: dict[str, Any]) -> dict[str, Any]:
+        """A run's job arguments: the definition as it is now, so an edit never changes a
+        run already made (until an operator retries it: the retry runs the edit)."""
+        return self.run_fields() | {"trigger": trigger}
 
 
 def schedule_name(definition_id: int) -> str:

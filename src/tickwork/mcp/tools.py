@@ -138,7 +138,9 @@ def _jobs(server: FastMCP, call: Call) -> None:
 
     @server.tool(annotations=CHANGE, structured_output=True)
     async def retry_job(job_id: JobId) -> JobOut:
-        """Send a DEAD_LETTER or FAILED job back to PENDING now (OPERATOR; audited)."""
+        """Send a DEAD_LETTER or FAILED job back to PENDING now (OPERATOR; audited). A
+        definition's run is retried with the definition as it is now; one of a deleted
+        definition is refused (409)."""
         return await call("POST", f"/api/jobs/{job_id}/retry")  # type: ignore[no-any-return]
 
     @server.tool(annotations=STOP, structured_output=True)

@@ -20,7 +20,15 @@ from psycopg_pool import AsyncConnectionPool
 from tickwork.db.driver_errors import retrying_deadlocks_async
 from tickwork.db.store import AsyncConn, Row, Store
 from tickwork.db.store.jobs import JobListFilters, JobSearch
-from tickwork.errors import EnqueueError, InvalidInput, JobNotFoundError, JobStateError
+from tickwork.definitions import reruns
+from tickwork.errors import (
+    EnqueueError,
+    InvalidField,
+    InvalidInput,
+    JobNotFoundError,
+    JobStateError,
+    RerunRefused,
+)
 from tickwork.limits import LISTING_VALUE_BYTES
 from tickwork.queue import rows as decode
 from tickwork.queue.enqueue import (
@@ -59,6 +67,23 @@ MAX_JOB_ID = 2**63 - 1
 """The largest job id (PostgreSQL's ``bigint``)."""
 
 
+FILTER_FIELDS = (
+    "states",
+    "queue",
+    "task",
+    "schedule",
+    "created_from",
+    "created_to",
+    "finished_from",
+    "finished_to",
+)
+"""The fields of :class:`JobFilter`."""
+EVERY_JOB = (
+    "an empty filter selects every job: give at least one of state, queue, task, schedule,"
+    " created_from, created_to, finished_from, finished_to, or all: true to act on every job"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class JobFilter:
     """Which jobs to list or act on; every field is optional."""
@@ -79,6 +104,11 @@ class JobFilter:
     """Finished at or after."""
     finished_to: datetime | None = None
     """Finished before."""
+
+    @property
+    def empty(self) -> bool:
+        """True when it selects every job (no field set)."""
+        return all(getattr(self, f) is None for f in FILTER_FIELDS)
 
     def statement_filters(self, schedule_id: int | None) -> JobListFilters:
         """What the listing statements select on (the schedule by its id)."""
@@ -144,6 +174,9 @@ class BulkResult:
     """Jobs the filter selected."""
     changed: list[int]
     """Ids of the jobs the operation changed (others were in a state it does not apply to)."""
+    refused: list[int] = field(default_factory=list)
+    """Ids of runs of deleted definitions a retry left as they are (never retried: see
+    :mod:`tickwork.definitions.reruns`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,11 +420,17 @@ async def bulk(
     operation: str,
     where: JobFilter,
     actor: str,
+    *,
+    every: bool = False,
 ) -> BulkResult:
     """Retry (``operation="retry"``) or cancel every job matching ``where`` (at most
-    :data:`MAX_BULK`; more is refused rather than done in part)."""
+    :data:`MAX_BULK`; more is refused rather than done in part). An empty filter is refused
+    (:class:`InvalidField` naming ``all``) unless ``every`` says every job is meant: a
+    request that lost its filter on the way must not act on the whole queue."""
     if operation not in OPERATIONS:
         raise InvalidInput("operation", operation, "must be retry or cancel")
+    if where.empty and not every:
+        raise InvalidField("all", EVERY_JOB)
     schedule_id = None
     if where.schedule is not None:
         schedule_id = await _schedule_id(pool, store, where.schedule)
@@ -407,8 +446,9 @@ async def bulk(
     ids = [r["id"] for r in found]
     if not ids:
         return BulkResult(0, [])
-    changed = await act(pool, store, operation, ids, actor)
-    return BulkResult(len(ids), sorted(i for i, state in changed.items() if state is not None))
+    found_rows, refused = await _change(pool, store, operation, ids, actor)
+    changed = sorted(r["id"] for r in found_rows if r["state"] is not None)
+    return BulkResult(len(ids), changed, sorted(refused))
 
 
 async def _change(
@@ -417,17 +457,30 @@ async def _change(
     operation: str,
     job_ids: list[int],
     actor: str,
-) -> list[Row]:
+) -> tuple[list[Row], dict[int, int | None]]:
     """Retry or cancel these jobs in one statement; rows ``id, previous_state, state`` per job
-    found (``state`` None where the operation does not apply).
+    found (``state`` None where the operation does not apply), and the runs of deleted
+    definitions a retry refused (job id: definition id; they have no row).
 
-    The statement locks its jobs in id order; one locking the same jobs in another order
-    can still meet it, so a run the database aborts to break a deadlock is run again."""
-    change = {"retry": store.job_retry, "cancel": store.job_cancel}[operation]
+    A retry runs each definition's run with the definition as it is now, holding those
+    definitions until it commits (:mod:`tickwork.definitions.reruns`): the definitions are
+    locked before the jobs. The statement locks its jobs in id order; one locking the same
+    jobs in another order can still meet it, so a run the database aborts to break a
+    deadlock is run again."""
 
-    async def run() -> list[Row]:
+    async def run() -> tuple[list[Row], dict[int, int | None]]:
         async with pool.connection() as conn:
-            return await change(conn, job_ids=job_ids, actor=actor)
+            if operation == "cancel":
+                return await store.job_cancel(conn, job_ids=job_ids, actor=actor), {}
+            async with conn.transaction():
+                rerun = await reruns.plan(conn, store, job_ids)
+                kept = [i for i in job_ids if i not in rerun.refused]
+                found = (
+                    await store.job_retry(conn, job_ids=kept, actor=actor, reruns=rerun.reruns)
+                    if kept
+                    else []
+                )
+                return found, rerun.refused
 
     return await retrying_deadlocks_async(run, operation=operation)
 
@@ -440,9 +493,10 @@ async def act(
     actor: str,
 ) -> dict[int, str | None]:
     """Retry or cancel these jobs in one statement. For each job found: its new state, or
-    None when the operation does not apply to its state (missing ids are left out)."""
-    found = await _change(pool, store, operation, job_ids, actor)
-    return {r["id"]: r["state"] for r in found}
+    None when the operation does not apply to its state or a retry refused it (a run of a
+    deleted definition); missing ids are left out."""
+    found, refused = await _change(pool, store, operation, job_ids, actor)
+    return {r["id"]: r["state"] for r in found} | dict.fromkeys(refused)
 
 
 async def change_job(
@@ -450,8 +504,11 @@ async def change_job(
 ) -> Job:
     """Retry or cancel one job (``operation``); the job as it is now. Raises
     :class:`JobNotFoundError`, or :class:`JobStateError` naming the state the job was in
-    when the operation does not apply to it."""
-    found = await _change(pool, store, operation, [job_id], actor)
+    when the operation does not apply to it. A retry of a definition's run runs the
+    definition as it is now; :class:`RerunRefused` when it was deleted."""
+    found, refused = await _change(pool, store, operation, [job_id], actor)
+    if job_id in refused:
+        raise RerunRefused(job_id, refused[job_id])
     if not found:
         raise JobNotFoundError(job_id)
     if found[0]["state"] is None:

@@ -187,6 +187,9 @@ export interface paths {
         /**
          * Edit User
          * @description Change a user's role or disable them; either revokes their refresh tokens at once.
+         *     The caller must still be an enabled ADMIN when the change commits (checked again under a
+         *     lock: a demotion racing this request wins or is seen), and nobody raises their own role
+         *     or enables themselves (403).
          */
         patch: operations["editUser"];
         trace?: never;
@@ -298,7 +301,8 @@ export interface paths {
         put?: never;
         /**
          * Bulk Retry Jobs
-         * @description Retry every DEAD_LETTER or FAILED job the filter selects (at most 10,000).
+         * @description Retry every DEAD_LETTER or FAILED job the filter selects (at most 10,000). At least
+         *     one filter field, or `all: true`, is required: `{}` is refused (400).
          */
         post: operations["bulkRetryJobs"];
         delete?: never;
@@ -318,7 +322,8 @@ export interface paths {
         put?: never;
         /**
          * Bulk Cancel Jobs
-         * @description Cancel every job the filter selects that can still be cancelled (at most 10,000).
+         * @description Cancel every job the filter selects that can still be cancelled (at most 10,000). At
+         *     least one filter field, or `all: true`, is required: `{}` is refused (400).
          */
         post: operations["bulkCancelJobs"];
         delete?: never;
@@ -1558,6 +1563,11 @@ export interface components {
             matched: number;
             /** Changed */
             changed: number[];
+            /**
+             * Refused
+             * @description runs of deleted definitions a retry left as they are: a retry runs a definition only as it is now
+             */
+            refused: number[];
         };
         /**
          * DefinitionEditIn
@@ -2020,6 +2030,12 @@ export interface components {
             finished_from?: string | null;
             /** Finished To */
             finished_to?: string | null;
+            /**
+             * All
+             * @description true: act on every job the other fields select, even with none given (an empty filter is refused otherwise, 400)
+             * @default false
+             */
+            all: boolean;
         };
         /** JobOut */
         JobOut: {
@@ -4727,7 +4743,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The job is neither DEAD_LETTER nor FAILED */
+            /** @description The job is neither DEAD_LETTER nor FAILED, or it runs a definition that was deleted */
             409: {
                 headers: {
                     [name: string]: unknown;

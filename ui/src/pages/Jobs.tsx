@@ -2,6 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState } from "react";
 import { Link } from "react-router";
 import { api, post } from "../api";
+import { bulkBody } from "../bulk";
 import { Confirm } from "../components/Confirm";
 import { Scroll } from "../components/Scroll";
 import { Empty, Failure, Loading } from "../components/States";
@@ -41,15 +42,16 @@ export function JobsPage() {
   });
   const bulk = useMutation({
     mutationFn: (operation: "retry" | "cancel") =>
-      post<{ matched: number; changed: number[] }>(`/api/jobs/bulk/${operation}`, {
-        state: filter.get("state") ? [filter.get("state")] : undefined,
-        queue: filter.get("queue") ?? undefined,
-        task: filter.get("task") ?? undefined,
-        created_from: filter.get("created_from") ?? undefined,
-        created_to: filter.get("created_to") ?? undefined,
-      }),
+      post<{ matched: number; changed: number[]; refused: number[] }>(
+        `/api/jobs/bulk/${operation}`,
+        bulkBody(filter),
+      ),
     onSuccess: (answer, operation) => {
-      setDone(`${operation}: ${answer.changed.length} of ${answer.matched} jobs changed`);
+      // a retry runs a definition only as it is now: runs of deleted ones stay as they are
+      const refused = answer.refused.length
+        ? `; ${answer.refused.length} runs of deleted definitions not retried`
+        : "";
+      setDone(`${operation}: ${answer.changed.length} of ${answer.matched} jobs changed${refused}`);
       void client.invalidateQueries({ queryKey: ["jobs"] });
     },
   });

@@ -37,6 +37,31 @@ SELECT * FROM {schema}.users WHERE lower(email) = lower(%(email)s);
 -- name: user_list
 SELECT * FROM {schema}.users ORDER BY id;
 
+-- name: user_lock
+-- Hold a user's row (FOR SHARE) to the end of the caller's transaction: the acting user's,
+-- before a change it makes to users, invites or tokens. A role change or disable of that user
+-- (an UPDATE of the row) then waits for the change to commit, or commits first and is seen by
+-- actor_authority after this (a statement of its own: in READ COMMITTED a fresh snapshot).
+-- Taken after auth_lock, before any other user's row: one order for every such transaction.
+SELECT id FROM {schema}.users WHERE id = %(user_id)s FOR SHARE;
+
+-- name: actor_authority
+-- What the acting user may do now (read under user_lock): role, disabled, whether the login
+-- session of the request still stands (NULL family: not a session) and the live role of the
+-- API token it came with (NULL token_id, or a token revoked or expired: NULL).
+SELECT u.role, u.disabled,
+       (%(family)s::uuid IS NULL
+        OR EXISTS (SELECT 1 FROM {schema}.refresh_tokens t
+                   WHERE t.family = %(family)s::uuid AND t.user_id = u.id
+                     AND t.revoked_at IS NULL)) AS session_live,
+       (SELECT t.role FROM {schema}.api_tokens t
+        WHERE t.id = %(token_id)s::bigint AND t.user_id = u.id
+          AND t.revoked_at IS NULL                             -- a revoked token acts no more
+          AND (t.expires_at IS NULL OR t.expires_at > now())   -- nor an expired one
+       ) AS token_role
+FROM {schema}.users u
+WHERE u.id = %(user_id)s;
+
 -- name: user_login_succeeded
 -- Record a successful login, storing the password's new hash when it was rehashed.
 UPDATE {schema}.users

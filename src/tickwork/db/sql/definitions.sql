@@ -27,6 +27,32 @@ SELECT * FROM {schema}.definitions WHERE id = %(id)s;
 -- reads, merges and writes under it; a run-now takes its snapshot under it).
 SELECT * FROM {schema}.definitions WHERE id = %(id)s FOR UPDATE;
 
+-- name: definition_lock_shared
+-- The definitions %(ids)s, held FOR SHARE until the transaction ends: a retry of their runs
+-- puts their current fields over the runs' snapshots, and an edit or a delete (FOR UPDATE,
+-- DELETE) waits for it to commit, so no retry runs a version replaced or removed meanwhile.
+-- In id order, like every lock of several definitions. Rows of those that exist.
+SELECT * FROM {schema}.definitions
+WHERE id = ANY(%(ids)s::bigint[])
+ORDER BY id
+FOR SHARE;
+
+-- name: definition_runs_retryable
+-- Of the jobs %(job_ids)s, the runs of definitions (tasks %(tasks)s) a retry may send back
+-- (DEAD_LETTER or FAILED, as job_retry): the job, its queue, and the definition's id and
+-- version its snapshot names (NULL when the arguments hold no such number: such a run is
+-- never retried). Read without a lock: job_retry decides on the locked row.
+SELECT j.id AS job_id,
+       j.queue,
+       CASE WHEN (j.args -> 'definition' ->> 'id') ~ '^[0-9]{1,18}$'
+            THEN ((j.args -> 'definition' ->> 'id'))::bigint END AS definition_id,
+       CASE WHEN (j.args -> 'definition' ->> 'version') ~ '^[0-9]{1,9}$'
+            THEN ((j.args -> 'definition' ->> 'version'))::int END AS version
+FROM {schema}.jobs j
+WHERE j.id = ANY(%(job_ids)s::bigint[])
+  AND j.task = ANY(%(tasks)s::text[])
+  AND j.state IN ('DEAD_LETTER', 'FAILED');
+
 -- name: definition_find
 SELECT id FROM {schema}.definitions WHERE name = %(name)s;
 

@@ -447,27 +447,43 @@ LEFT JOIN changed c ON c.id = t.id;
 -- name: job_retry
 -- Manual retry of the jobs %(job_ids)s: DEAD_LETTER or FAILED back to PENDING now.
 -- Executions stay as history; a job whose attempts are exhausted is granted one more.
+-- A definition's run named in %(rerun_ids)s is retried with that definition as it is now:
+-- its fields (%(rerun_fields)s, JSON text) put over the run's snapshot and its runtime's
+-- queue (%(rerun_queues)s), so an operator's retry never runs a version an ADMIN replaced
+-- (the caller holds those definitions FOR SHARE: definition_lock_shared).
 -- Locks in id order, one answer row per job found (as job_cancel).
 WITH target AS (
-    SELECT id, state FROM {schema}.jobs WHERE id = ANY(%(job_ids)s::bigint[])
+    SELECT id, state, queue, args -> 'definition' -> 'version' AS version
+    FROM {schema}.jobs WHERE id = ANY(%(job_ids)s::bigint[])
     ORDER BY id FOR UPDATE
+), rerun AS (
+    SELECT r.id, r.fields::jsonb AS fields, r.queue
+    FROM unnest(%(rerun_ids)s::bigint[], %(rerun_fields)s::text[], %(rerun_queues)s::text[])
+         AS r(id, fields, queue)
 ), changed AS (
     UPDATE {schema}.jobs j
     SET state = 'PENDING', run_at = now(), finished_at = NULL, cancel_requested_at = NULL,
-        max_attempts = greatest(j.max_attempts, j.attempts + 1)
-    FROM target t
+        max_attempts = greatest(j.max_attempts, j.attempts + 1),
+        args = CASE WHEN r.id IS NULL THEN j.args ELSE j.args || r.fields END,
+        queue = coalesce(r.queue, j.queue)
+    FROM target t LEFT JOIN rerun r ON r.id = t.id
     WHERE j.id = t.id AND t.state IN ('DEAD_LETTER', 'FAILED')
-    RETURNING j.id, j.state, j.queue, j.max_attempts
+    RETURNING j.id, j.state, j.queue, j.max_attempts, r.id IS NOT NULL AS rerun,
+              j.args -> 'definition' -> 'version' AS version
 ), tally AS (  -- a dead letter leaves DEAD_LETTER (FAILED is live: not tallied as a state held)
     INSERT INTO {schema}.tallies (subject, name, state, minute, delta)
-    SELECT 'job', c.queue, 'DEAD_LETTER', date_trunc('minute', now()), -count(*)
+    SELECT 'job', t.queue, 'DEAD_LETTER', date_trunc('minute', now()), -count(*)
     FROM changed c JOIN target t ON t.id = c.id
     WHERE t.state = 'DEAD_LETTER'
-    GROUP BY c.queue
+    GROUP BY t.queue  -- the queue it was held on (a rerun may move it to another)
 ), audit AS (
     INSERT INTO {schema}.audit_events (actor, event_type, target_type, target_id, metadata)
     SELECT %(actor)s, 'job.retried', 'job', c.id::text,
            jsonb_build_object('from', t.state, 'max_attempts', c.max_attempts)
+           || CASE WHEN c.rerun  -- which version the retry runs, and which the run had
+                   THEN jsonb_build_object('definition_version', c.version,
+                                           'snapshot_version', t.version)
+                   ELSE '{}'::jsonb END
     FROM changed c JOIN target t ON t.id = c.id
 ), notify AS (
     SELECT pg_notify('{schema}.jobs', q.queue) FROM (SELECT DISTINCT queue FROM changed) AS q

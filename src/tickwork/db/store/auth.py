@@ -58,6 +58,24 @@ class AuthStatements(Runner):
         """One user's ``users`` row (password hash included), or None."""
         return _one(await self._rows(conn, "user_get", {"user_id": user_id}))
 
+    async def user_lock(self, conn: AsyncConn, *, user_id: int) -> bool:
+        """Hold the user's row (FOR SHARE) to the end of the caller's transaction; False when
+        there is no such user."""
+        return bool(await self._rows(conn, "user_lock", {"user_id": user_id}))
+
+    async def actor_authority(
+        self, conn: AsyncConn, *, user_id: int, family: UUID | None, token_id: int | None
+    ) -> Row | None:
+        """Row ``role, disabled, session_live, token_role`` of an acting user (read after
+        :meth:`user_lock`), or None when there is no such user."""
+        return _one(
+            await self._rows(
+                conn,
+                "actor_authority",
+                {"user_id": user_id, "family": family, "token_id": token_id},
+            )
+        )
+
     async def user_get_by_email(self, conn: AsyncConn, *, email: str) -> Row | None:
         """The ``users`` row of an email (compared case-insensitively), or None."""
         return _one(await self._rows(conn, "user_get_by_email", {"email": email}))

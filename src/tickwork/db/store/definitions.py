@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -64,6 +65,21 @@ class DefinitionStatements(Runner):
         """One definition's row, locked until the transaction ends."""
         rows = await self._rows(conn, "definition_get_locked", {"id": id})
         return rows[0] if rows else None
+
+    async def definition_lock_shared(self, conn: AsyncConn, *, ids: Sequence[int]) -> list[Row]:
+        """The rows of those of these definitions that exist, held FOR SHARE (an edit or a
+        delete waits) until the transaction ends."""
+        return await self._rows(conn, "definition_lock_shared", {"ids": list(ids)})
+
+    async def definition_runs_retryable(
+        self, conn: AsyncConn, *, job_ids: Sequence[int], tasks: Sequence[str]
+    ) -> list[Row]:
+        """Rows ``job_id, queue, definition_id, version`` of those of these jobs that run a
+        definition (``tasks``) and a retry may send back; ids the arguments do not hold as
+        numbers are None."""
+        return await self._rows(
+            conn, "definition_runs_retryable", {"job_ids": list(job_ids), "tasks": list(tasks)}
+        )
 
     async def definition_find(self, conn: AsyncConn, *, name: str) -> int | None:
         """The id of the definition of this name."""

@@ -11,6 +11,18 @@ from typing import Any
 from tickwork.db.store.runner import AsyncConn, Conn, Row, Runner
 
 
+@dataclass(frozen=True, slots=True)
+class Rerun:
+    """A definition's run that a retry sends back with its definition as it is now."""
+
+    job_id: int
+    """The run's job."""
+    fields: str
+    """The definition's fields for a run (JSON text), put over the run's own arguments."""
+    queue: str
+    """The definition's runtime's queue now (a script's language may have changed)."""
+
+
 # not frozen: a frozen __init__ costs more, and rows are built per job; compared by identity
 # (eq=False), so list.count(row) tells in C whether a batch shares one row
 @dataclass(slots=True, eq=False)
@@ -169,10 +181,28 @@ class JobStatements(Runner):
         per job found, ``state`` None where cancelling does not apply."""
         return await self._rows(conn, "job_cancel", {"job_ids": list(job_ids), "actor": actor})
 
-    async def job_retry(self, conn: AsyncConn, *, job_ids: Sequence[int], actor: str) -> list[Row]:
+    async def job_retry(
+        self,
+        conn: AsyncConn,
+        *,
+        job_ids: Sequence[int],
+        actor: str,
+        reruns: Sequence[Rerun] = (),
+    ) -> list[Row]:
         """Send these DEAD_LETTER or FAILED jobs back to PENDING now; rows ``id,
-        previous_state, state`` per job found, ``state`` None where retrying does not apply."""
-        return await self._rows(conn, "job_retry", {"job_ids": list(job_ids), "actor": actor})
+        previous_state, state`` per job found, ``state`` None where retrying does not apply.
+        Each of ``reruns`` gets its definition's current fields and queue as it goes back."""
+        return await self._rows(
+            conn,
+            "job_retry",
+            {
+                "job_ids": list(job_ids),
+                "actor": actor,
+                "rerun_ids": [r.job_id for r in reruns],
+                "rerun_fields": [r.fields for r in reruns],
+                "rerun_queues": [r.queue for r in reruns],
+            },
+        )
 
     async def job_delete(self, conn: AsyncConn, *, job_id: int, actor: str) -> Row | None:
         """Delete this job with its executions unless it is RUNNING (audited); the row ``id,

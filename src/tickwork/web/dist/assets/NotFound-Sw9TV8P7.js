@@ -1,0 +1,1 @@
+import{C as e,l as t}from"./index-Bejz1xdC.js";var n=e();function r(){return(0,n.jsxs)(`section`,{children:[(0,n.jsx)(`h1`,{children:`No such page`}),(0,n.jsxs)(`p`,{children:[`This address is not a page of the dashboard. Go to the `,(0,n.jsx)(t,{to:`/`,children:`overview`}),`.`]})]})}export{r as NotFoundPage};

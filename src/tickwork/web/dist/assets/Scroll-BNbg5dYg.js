@@ -1,1 +1,0 @@
-import{C as e}from"./index-D1oOJJ2Q.js";var t=e();function n({label:e,children:n}){return(0,t.jsx)(`div`,{className:`scroll`,tabIndex:0,role:`region`,"aria-label":e,children:n})}export{n as t};

@@ -1,0 +1,1 @@
+import{C as e}from"./index-Bejz1xdC.js";var t=e();function n({label:e,children:n}){return(0,t.jsx)(`div`,{className:`scroll`,tabIndex:0,role:`region`,"aria-label":e,children:n})}export{n as t};
