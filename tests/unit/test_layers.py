@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tickwork.api",
             "tickwork.cli",
             "tickwork.serve",
+            "tickwork.http_bounds",  # serve's HTTP server protocol
             "tickwork.web",
             "tickwork.mcp",
             "tickwork.testing",
