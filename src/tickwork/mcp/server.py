@@ -3,8 +3,8 @@ over stdio for a desktop assistant (``tickwork mcp --stdio``), built with the of
 ``mcp`` SDK.
 
 Over HTTP, each request carries a person's API token as a bearer token (checked by the
-SDK's bearer middleware against the same service as the REST API: 401 without one, its
-``WWW-Authenticate`` saying tickwork takes a bearer token and does not do OAuth, as do the
+SDK's bearer middleware against the same service as the REST API: 401 without one, whose
+``WWW-Authenticate`` says tickwork takes a bearer token and does not do OAuth, as do the
 404s of the paths an OAuth client probes, ``/.well-known/oauth-*``, ``/register``...); the
 Host and Origin headers are checked against ``mcp.allowed_hosts``/``allowed_origins``
 (DNS rebinding), bodies are bounded by ``api.max_body_bytes``, and one token may make
@@ -173,6 +173,8 @@ def security(settings: Settings) -> TransportSecuritySettings:
 class Endpoint:
     """``/mcp`` in front of another app (the API, or nothing when ``mcp`` runs alone).
 
+    The paths where an OAuth client looks for an authorization server are 404s, whatever
+    the method, saying tickwork takes a bearer token (:data:`~tickwork.web.pages.NO_OAUTH`).
     Before the SDK sees a request: only ``POST /mcp`` is served (a stateless endpoint has no
     stream to offer: GET is 405); the Host and Origin headers must be allowed; the bearer
     token must authenticate (else 401, before any body is read; refusals are counted per
