@@ -233,8 +233,14 @@ def test_a_viewer_is_shown_no_action_and_an_ended_session_goes_back_to_sign_in(
     page.goto("/")
     expect(page.get_by_role("heading", name="Overview")).to_be_visible()
     browser.check(page, "overview")
-    page.goto("/nowhere")
+    # an address that is no page is a 404 (an MCP or OAuth client probing one learns there
+    # is nothing there), and a browser is shown the app's own "No such page"
+    missing = page.goto("/nowhere")
+    assert missing is not None and missing.status == 404
     expect(page.get_by_role("heading", name="No such page")).to_be_visible()
+    noted = [e for e in browser.errors if e.startswith(f"{served}/nowhere: ") and "404" in e]
+    assert len(noted) == 1, browser.errors  # the browser's note of that 404: the only error
+    browser.errors.remove(noted[0])
 
     # a phone: every page fits its width (wide tables scroll in their own frame)
     page.set_viewport_size({"width": 390, "height": 844})
@@ -564,7 +570,7 @@ def test_an_http_call_made_in_the_form_runs_and_its_answer_shows(
     form.get_by_label("Name", exact=True).fill("ping-self")
     form.get_by_label("HTTP call").check()
     form.get_by_label("Method").select_option("GET")
-    form.get_by_label("URL").fill(f"{served}/nope")  # the dashboard's page: any path is 200
+    form.get_by_label("URL").fill(f"{served}/jobs")  # a page of the dashboard: 200
     form.get_by_role("button", name="Create").click()
     expect(page.get_by_role("heading", name="ping-self")).to_be_visible()
     page.get_by_role("button", name="Run now").click()

@@ -63,6 +63,7 @@ NOT_RUN = {
     "docs/benchmarks.md": 4,
     "docs/dashboard.md": 1,
     "docs/fastapi.md": 1,
+    "docs/mcp.md": 1,
     "docs/index.md": 2,
     "docs/definitions.md": 2,
     "docs/deployment.md": 2,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -22,6 +23,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
 from mcp.types import CallToolResult, TextContent
 from pydantic import AnyUrl
 
@@ -30,11 +32,14 @@ from tickwork import App
 from tickwork.api.security import ROUTE_ROLES
 from tickwork.auth import AuthService, Role
 
-from .support import serving
+from .support import HANG_GUARD, serving
 
 pytestmark = pytest.mark.e2e
 
 E2E_DIR = Path(__file__).parent
+INSPECTOR = E2E_DIR.parents[1] / "ui" / "node_modules" / ".bin" / "mcp-inspector"
+"""The official MCP Inspector (a devDependency of ui/, installed by ``npm ci --prefix ui``)."""
+NO_OAUTH = "tickwork does not do OAuth"
 PASSWORD = "correct horse battery staple"
 USERS = {"ADMIN": "admin@example.com", "OPERATOR": "ops@example.com", "VIEWER": "view@example.com"}
 MUTATIONS = {  # tool -> the REST route it calls
@@ -153,6 +158,8 @@ async def test_the_tools_are_listed_with_schemas_resources_and_prompts(served: s
         assert tools["list_jobs"].annotations and tools["list_jobs"].annotations.readOnlyHint
         assert tools["cancel_job"].annotations and tools["cancel_job"].annotations.destructiveHint
         assert tools["delete_job"].annotations and tools["delete_job"].annotations.destructiveHint
+        ran = tools["run_definition"].annotations  # an HTTP definition calls out
+        assert ran and ran.openWorldHint and not ran.destructiveHint and not ran.readOnlyHint
         docs = {str(r.uri) for r in (await session.list_resources()).resources}
         assert {"tickwork://docs/api", "tickwork://docs/dashboard"} <= docs
         assert {"tickwork://docs/tutorials/first-task", "tickwork://docs/reference/cli"} <= docs
@@ -354,6 +361,113 @@ async def test_requests_without_a_good_token_or_from_elsewhere_are_refused(
     revoked = rest(served, token, "DELETE", f"/api/me/tokens/{token_id}")
     assert revoked.status_code == 204, revoked.text
     assert post(bearer).status_code == 401
+
+
+async def test_protocol_errors_are_the_specifications(served: str) -> None:
+    """An unknown tool is a JSON-RPC error (-32602), not a tool result; a resource that does
+    not exist is -32002 with its URI, its message said once."""
+    _, token = api_token(served, "VIEWER")
+    async with connected(served, token) as session:
+        with pytest.raises(McpError) as unknown:
+            await session.call_tool("drop_everything", {})
+        assert unknown.value.error.code == -32602
+        assert unknown.value.error.message == "Unknown tool: drop_everything"
+        for uri in ("tickwork://jobs/987654/output", "tickwork://docs/nothing-here"):
+            with pytest.raises(McpError) as missing:
+                await session.read_resource(AnyUrl(uri))
+            error = missing.value.error
+            assert (error.code, error.message, error.data) == (
+                -32002,
+                "Resource not found",
+                {"uri": uri},
+            )
+        with pytest.raises(McpError) as no_prompt:
+            await session.get_prompt("why_did_it_fail", {})
+        assert no_prompt.value.error.code == -32602
+
+
+def test_a_client_without_a_good_token_is_told_to_send_one_not_sent_to_oauth(
+    served: str,
+) -> None:
+    """The 401 says (RFC 6750) that tickwork takes a bearer token; the places an OAuth
+    client looks for an authorization server are 404s that say the same."""
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    realm = 'Bearer realm="tickwork"'
+    description = (
+        f'error_description="a personal API token is required as a bearer token; {NO_OAUTH}"'
+    )
+    bare = httpx.post(f"{served}/mcp", json=listing, headers=accept)
+    assert bare.status_code == 401 and NO_OAUTH in bare.json()["detail"]
+    # no token sent: no error code (RFC 6750 section 3.1), what to send
+    assert bare.headers["www-authenticate"] == f"{realm}, {description}"
+    for sent in ("Bearer twk_not-a-token", "Basic dXNlcjpwYXNz"):
+        wrong = httpx.post(f"{served}/mcp", json=listing, headers=accept | {"Authorization": sent})
+        assert wrong.status_code == 401
+        expected = f'{realm}, error="invalid_token", {description}' if "Bearer" in sent else None
+        assert wrong.headers["www-authenticate"] == (expected or f"{realm}, {description}")
+    # what the SDK's client meets: the 401 itself, not an OAuth flow
+    for method, path in (
+        ("GET", "/.well-known/oauth-protected-resource"),
+        ("GET", "/.well-known/oauth-protected-resource/mcp"),
+        ("GET", "/.well-known/oauth-authorization-server"),
+        ("GET", "/.well-known/openid-configuration"),
+        ("GET", "/authorize?response_type=code&client_id=x"),
+        ("POST", "/register"),
+        ("POST", "/token"),
+    ):
+        answer = httpx.request(method, f"{served}{path}", json={"client_name": "x"})
+        assert answer.status_code == 404, (method, path, answer.text)
+        assert answer.headers["content-type"] == "application/problem+json", path
+        assert NO_OAUTH in answer.json()["detail"], path
+
+
+def inspector(url: str, home: Path, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
+    """``mcp-inspector --cli URL/mcp --transport http ARGS``: its exit code and the JSON it
+    prints (an answer on stdout, an error as the last line of stderr; its own files are kept
+    under ``home``)."""
+    done = subprocess.run(
+        [str(INSPECTOR), "--cli", f"{url}/mcp", "--transport", "http", *args],
+        env=os.environ | {"HOME": str(home), "MCP_INSPECTOR_SECRET_STORE": "memory"} | env,
+        stdin=subprocess.DEVNULL,  # no TTY: as in CI or an assistant's shell
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,  # not a timing assertion: only stops a hang
+    )
+    printed = done.stdout.strip() or done.stderr.strip().splitlines()[-1]
+    found: dict[str, Any] = json.loads(printed)
+    return done.returncode, found
+
+
+@pytest.mark.skipif(not INSPECTOR.exists(), reason="no MCP Inspector: npm ci --prefix ui")
+def test_the_mcp_inspector_cli_works_with_a_bearer_token(served: str, tmp_path: Path) -> None:
+    _, token = api_token(served, "VIEWER")
+    bearer = f"Authorization: Bearer {token}"
+    code, listed = inspector(served, tmp_path, "--header", bearer, "--method", "tools/list")
+    assert code == 0, listed
+    tools = {t["name"]: t for t in listed["tools"]}
+    assert {"get_job", "list_jobs", *MUTATIONS, *READS} == set(tools)
+    assert tools["run_definition"]["annotations"]["openWorldHint"] is True
+    code, called = inspector(
+        served, tmp_path, "--header", bearer, "--method", "tools/call",
+        "--tool-name", "list_jobs", "--tool-arg", "limit=1",
+    )  # fmt: skip
+    assert code == 0 and called["structuredContent"]["items"] == [], called
+    code, missing = inspector(
+        served, tmp_path, "--header", bearer, "--method", "resources/read",
+        "--uri", "tickwork://jobs/987654/output",
+    )  # fmt: skip
+    assert code != 0 and missing["error"]["message"] == "Resource not found", missing
+    # without a token, asked not to start an OAuth flow: the server's 401, saying what to send
+    code, refused = inspector(served, tmp_path, "--stored-auth-only", "--method", "tools/list")
+    assert code != 0 and NO_OAUTH in refused["error"]["message"], refused
+    # and when it does try OAuth (it does at any 401): it finds no authorization server, and
+    # the 404 says what to send
+    code, tried = inspector(
+        served, tmp_path, "--method", "tools/list", MCP_AUTO_OPEN_ENABLED="true", BROWSER="true"
+    )
+    assert code != 0 and "404" in tried["error"]["message"], tried
+    assert NO_OAUTH in tried["error"]["message"], tried
 
 
 async def test_a_desktop_assistant_talks_over_stdio(db_env: dict[str, str], app: App) -> None:

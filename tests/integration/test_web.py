@@ -24,7 +24,16 @@ async def api(app: App) -> AsyncIterator[Api]:
 
 
 async def test_every_path_of_the_app_is_its_page_under_a_strict_policy(api: Api) -> None:
-    for path in ("/", "/jobs", "/jobs/42", "/queues?x=1", "/login?next=/jobs"):
+    for path in (
+        "/",
+        "/jobs",
+        "/jobs/42",
+        "/queues?x=1",
+        "/login?next=/jobs",
+        "/definitions/new",
+        "/signals/3/",
+        "/invite?token=x",
+    ):
         answer = await api.client.get(path)
         assert answer.status_code == 200, path
         assert answer.headers["content-type"].startswith("text/html")
@@ -80,3 +89,40 @@ async def test_the_route_table_is_served_for_the_dashboard_to_gate_its_actions(a
     assert health.status_code == 200 and isinstance(health.json()["warnings"], list)
     refused = await api.client.get("/api/health", headers=api.headers(Role.VIEWER))
     assert refused.status_code == 403  # the report names the database's sessions
+
+
+async def test_a_path_that_is_no_page_is_a_404_and_no_oauth_server(api: Api) -> None:
+    """An MCP (or any OAuth) client looking for an authorization server finds none, and is
+    told what to send; a path of no page is a 404 for everyone, a browser shown the app's
+    "No such page" with it."""
+    browser = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    for path in (
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+        "/register",
+        "/authorize?response_type=code&client_id=x",
+        "/token",
+    ):
+        for headers in ({}, browser):
+            answer = await api.client.get(path, headers=headers)
+            assert answer.status_code == 404, path
+            assert answer.headers["content-type"].startswith("application/problem+json")
+            assert "does not do OAuth" in answer.json()["detail"]
+            assert "Bearer" in answer.json()["detail"]
+    for path in ("/nowhere", "/jobs/42/edit", "/favicon.ico", "/.well-known/security.txt", "/mcp"):
+        answer = await api.client.get(path)
+        assert answer.status_code == 404, path
+        assert answer.headers["content-type"].startswith("application/problem+json"), path
+    # a browser asking for a page gets the app, which says "No such page", with the 404
+    shown = await api.client.get("/nowhere", headers=browser)
+    assert shown.status_code == 404
+    assert shown.headers["content-type"].startswith("text/html")
+    assert shown.headers["content-security-policy"] == CSP
+    assert b'<div id="root">' in shown.content
+    # ... but never for the API's, the files', MCP's or the well-known paths
+    for path in ("/api/nope", "/assets/nope.js", "/mcp", "/.well-known/security.txt"):
+        answer = await api.client.get(path, headers=browser)
+        assert answer.status_code == 404, path
+        assert answer.headers["content-type"].startswith("application/problem+json"), path

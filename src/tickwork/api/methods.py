@@ -9,8 +9,9 @@ from typing import Any
 
 from starlette.types import Scope
 
-from tickwork.api.paths import CATCH_ALL, is_page, route_path
+from tickwork.api.paths import CATCH_ALL, route_path
 from tickwork.api.security import api_routes
+from tickwork.web.pages import is_page
 
 _PATH_PARAMETER = re.compile(r"\\\{[a-z_]+:path\\\}")
 _PARAMETER = re.compile(r"\\\{[a-z_]+\\\}")

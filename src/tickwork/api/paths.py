@@ -25,10 +25,3 @@ def route_path(scope: Scope) -> str:
 
 CATCH_ALL = "/{path:path}"
 """The dashboard's last route: any other ``GET`` path, answered with the app's page."""
-NOT_PAGES = ("api/", "assets/")
-"""Paths under these are never the dashboard's pages: an unknown one is a 404, not its page."""
-
-
-def is_page(path: str) -> bool:
-    """Whether ``path`` (below the mount path) may be one of the dashboard's pages."""
-    return not path.lstrip("/").startswith(NOT_PAGES)

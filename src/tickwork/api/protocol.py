@@ -22,8 +22,9 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tickwork.api.methods import allowed_methods
-from tickwork.api.paths import is_page, route_path
+from tickwork.api.paths import route_path
 from tickwork.api.problems import problem
+from tickwork.web.pages import is_page
 
 NO_STORE = (b"cache-control", b"no-store")
 

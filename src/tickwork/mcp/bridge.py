@@ -24,6 +24,14 @@ INTERNAL_BASE = "http://tickwork.mcp"
 """The base URL of the in-process calls (never resolved: no request leaves the process)."""
 
 
+class ApiProblem(ToolError):
+    """The API refused a call: its problem detail as the tool's error text, and its status."""
+
+    def __init__(self, answer: httpx.Response) -> None:
+        super().__init__(problem_text(answer))
+        self.status = answer.status_code
+
+
 class _FromMcp:
     """The API, with each request marked as made through the MCP endpoint."""
 
@@ -50,7 +58,7 @@ class Bridge:
         params: Mapping[str, Any] | None = None,
         body: Any = None,
     ) -> Any:
-        """The route's JSON answer (None for 204); a :class:`ToolError` holding the API's
+        """The route's JSON answer (None for 204); an :class:`ApiProblem` holding the API's
         problem detail for a 4xx or 5xx (the tool's error, not a protocol failure)."""
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
@@ -65,7 +73,7 @@ class Bridge:
             problem = {"status": 400, "title": "Bad Request", "detail": f"an argument {exc}"}
             raise ToolError(json.dumps(problem)) from None
         if answer.status_code >= 400:
-            raise ToolError(problem_text(answer))
+            raise ApiProblem(answer)
         if answer.status_code == 204 or not answer.content:
             return None
         return answer.json()

@@ -3,7 +3,9 @@ over stdio for a desktop assistant (``tickwork mcp --stdio``), built with the of
 ``mcp`` SDK.
 
 Over HTTP, each request carries a person's API token as a bearer token (checked by the
-SDK's bearer middleware against the same service as the REST API: 401 without one); the
+SDK's bearer middleware against the same service as the REST API: 401 without one, whose
+``WWW-Authenticate`` says tickwork takes a bearer token and does not do OAuth, as do the
+404s of the paths an OAuth client probes, ``/.well-known/oauth-*``, ``/register``...); the
 Host and Origin headers are checked against ``mcp.allowed_hosts``/``allowed_origins``
 (DNS rebinding), bodies are bounded by ``api.max_body_bytes``, and one token may make
 ``mcp.rate`` requests a minute per process (429 beyond). The endpoint is stateless (each
@@ -36,8 +38,10 @@ from tickwork.config import Settings
 from tickwork.db.driver_errors import CONNECTION_ERRORS
 from tickwork.errors import AuthError, ConfigError, DatabaseError
 from tickwork.limits import MAX_JSON_DEPTH, cut, too_deep
+from tickwork.mcp import protocol
 from tickwork.mcp.bridge import Bridge
 from tickwork.mcp.tools import register
+from tickwork.web.pages import NO_OAUTH, oauth_probe
 
 MCP_PATH = "/mcp"
 INSTRUCTIONS = (
@@ -147,6 +151,7 @@ def build(
     server._mcp_server.version = __version__
     _route_sdk_logs()
     register(server, call)
+    protocol.install(server)
     return server
 
 
@@ -168,6 +173,8 @@ def security(settings: Settings) -> TransportSecuritySettings:
 class Endpoint:
     """``/mcp`` in front of another app (the API, or nothing when ``mcp`` runs alone).
 
+    The paths where an OAuth client looks for an authorization server are 404s, whatever
+    the method, saying tickwork takes a bearer token (:data:`~tickwork.web.pages.NO_OAUTH`).
     Before the SDK sees a request: only ``POST /mcp`` is served (a stateless endpoint has no
     stream to offer: GET is 405); the Host and Origin headers must be allowed; the bearer
     token must authenticate (else 401, before any body is read; refusals are counted per
@@ -192,6 +199,11 @@ class Endpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
+        if scope["type"] == "http" and oauth_probe(path):
+            # whatever the method (an OAuth client POSTs to /register and /token): the
+            # client learns at once that there is no authorization server to find here
+            await _answer(send, *_problem(404, "Not Found", NO_OAUTH))
+            return
         if scope["type"] != "http" or (path != MCP_PATH and not path.startswith(MCP_PATH + "/")):
             if self.rest is None:
                 await _answer(send, *_problem(404, "Not Found", "no such route"))
@@ -244,8 +256,7 @@ class Endpoint:
             wait = self.refused.wait((scope.get("client") or ("-", 0))[0])
             if wait > 0:
                 return _throttled(wait, "too many refused tokens from this address")
-            detail = "a valid personal API token is required as a bearer token"
-            return (*_problem(401, "Unauthorized", detail), ASK_BEARER)
+            return (*_problem(401, "Unauthorized", BEARER_ONLY), _ask_bearer(token is not None))
         _checked.set(checked)
         wait = self.limiter.wait(checked.subject)
         if wait > 0:
@@ -256,7 +267,20 @@ class Endpoint:
 Refusal = tuple[int, dict[str, Any]] | tuple[int, dict[str, Any], Sequence[tuple[bytes, bytes]]]
 """A status, its problem detail, and headers to send with it."""
 ALLOW_POST = [(b"allow", b"POST")]
-ASK_BEARER = [(b"www-authenticate", b'Bearer realm="tickwork"')]
+BEARER_ONLY = "a personal API token is required as a bearer token; tickwork does not do OAuth"
+"""What a 401 of /mcp says, in its problem detail and its WWW-Authenticate header."""
+
+
+def _ask_bearer(sent: bool) -> list[tuple[bytes, bytes]]:
+    """The 401's challenge (RFC 6750 section 3): the realm, and what to send in its
+    ``error_description``. A token that was sent and refused is ``invalid_token``; a request
+    without one has no error code (the RFC's section 3.1: its client may not have known one
+    was needed)."""
+    error = 'error="invalid_token", ' if sent else ""
+    challenge = f'Bearer realm="tickwork", {error}error_description="{BEARER_ONLY}"'
+    return [(b"www-authenticate", challenge.encode())]
+
+
 RETRY_SOON = [(b"retry-after", b"5")]
 
 

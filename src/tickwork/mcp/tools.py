@@ -21,6 +21,8 @@ from pydantic import BaseModel, Field, RootModel
 
 from tickwork.api.schemas import DefinitionPage, JobDetailOut, JobOut, JobPage, RunOut, ScheduleOut
 from tickwork.api.signals import StatsOut
+from tickwork.mcp.bridge import ApiProblem
+from tickwork.mcp.protocol import ResourceMissing
 from tickwork.ops.health import Health
 from tickwork.queue import admin
 from tickwork.signals.records import Signal
@@ -35,9 +37,35 @@ QueueName = Annotated[str, Field(min_length=1, max_length=200, description="the 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 """The documentation pages shipped in the package (``tickwork/docs``)."""
 
-READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
-CHANGE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
-STOP = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
+
+def hints(
+    *,
+    read_only: bool = False,
+    destructive: bool = False,
+    idempotent: bool = False,
+    open_world: bool = False,
+) -> ToolAnnotations:
+    """A tool's hints, every one stated (the specification's defaults for an unstated one
+    are the cautious guesses: destructive, reaching the open world)."""
+    return ToolAnnotations(
+        readOnlyHint=read_only,
+        destructiveHint=destructive,
+        idempotentHint=idempotent,
+        openWorldHint=open_world,
+    )
+
+
+READ = hints(read_only=True, idempotent=True)
+"""Reads tickwork's own records."""
+SETS = hints(idempotent=True)
+"""Sets a state that the next call leaves as it is, and another tool sets back (pause,
+resume)."""
+ENDS = hints(destructive=True, idempotent=True)
+"""Ends or removes something for good (a cancelled job is not retried; a deleted one is
+gone); the next call finds it ended."""
+RUNS = hints(open_world=True)
+"""Makes work run, each call once more: a task (the application's code), a definition's
+HTTP call or script, a signal's reactors - and whatever those reach outside tickwork."""
 
 
 class SignalOut(RootModel[Signal]):
@@ -136,27 +164,27 @@ def _jobs(server: FastMCP, call: Call) -> None:
         timeline = await call("GET", f"/api/jobs/{job_id}/timeline")
         return JobReport.model_validate({"job": job, "timeline": timeline})
 
-    @server.tool(annotations=CHANGE, structured_output=True)
+    @server.tool(annotations=RUNS, structured_output=True)
     async def retry_job(job_id: JobId) -> JobOut:
         """Send a DEAD_LETTER or FAILED job back to PENDING now (OPERATOR; audited). A
         definition's run is retried with the definition as it is now; one of a deleted
         definition is refused (409)."""
         return await call("POST", f"/api/jobs/{job_id}/retry")  # type: ignore[no-any-return]
 
-    @server.tool(annotations=STOP, structured_output=True)
+    @server.tool(annotations=ENDS, structured_output=True)
     async def cancel_job(job_id: JobId) -> JobOut:
         """Cancel a PENDING or FAILED job now, a RUNNING one when its attempt stops
         (OPERATOR; audited)."""
         return await call("POST", f"/api/jobs/{job_id}/cancel")  # type: ignore[no-any-return]
 
-    @server.tool(annotations=STOP, structured_output=True)
+    @server.tool(annotations=ENDS, structured_output=True)
     async def delete_job(job_id: JobId) -> JobDeleted:
         """Delete a job that is not RUNNING, with its attempts: it cannot be undone (OPERATOR;
         audited as job.deleted). A RUNNING job is refused (409): cancel it first."""
         await call("DELETE", f"/api/jobs/{job_id}")
         return JobDeleted(job_id=job_id, deleted=True)
 
-    @server.tool(annotations=CHANGE, structured_output=True)
+    @server.tool(annotations=RUNS, structured_output=True)
     async def enqueue_job(
         task: Annotated[str, Field(min_length=1, max_length=200, description="a task name")],
         args: Annotated[
@@ -192,13 +220,13 @@ def _queues_and_schedules(server: FastMCP, call: Call) -> None:
         five minutes, paused or not."""
         return await call("GET", "/api/queues")  # type: ignore[no-any-return]
 
-    @server.tool(annotations=STOP, structured_output=True)
+    @server.tool(annotations=SETS, structured_output=True)
     async def pause_queue(name: QueueName) -> QueueState:
         """Stop claims from a queue (running jobs finish; OPERATOR; audited)."""
         await call("POST", "/api/queues/" + segment(name, "name") + "/pause")
         return QueueState(queue=name, paused=True)
 
-    @server.tool(annotations=CHANGE, structured_output=True)
+    @server.tool(annotations=SETS, structured_output=True)
     async def resume_queue(name: QueueName) -> QueueState:
         """Let workers claim from a paused queue again (OPERATOR; audited)."""
         await call("POST", "/api/queues/" + segment(name, "name") + "/resume")
@@ -209,7 +237,7 @@ def _queues_and_schedules(server: FastMCP, call: Call) -> None:
         """Every stored schedule: task, cron, time zone, next and last fire, paused."""
         return await call("GET", "/api/schedules")  # type: ignore[no-any-return]
 
-    @server.tool(annotations=CHANGE, structured_output=True)
+    @server.tool(annotations=RUNS, structured_output=True)
     async def trigger_schedule(
         name: Annotated[str, Field(min_length=1, max_length=200, description="its name")],
     ) -> JobOut:
@@ -232,7 +260,7 @@ def _definitions_and_signals(server: FastMCP, call: Call) -> None:
         params = {"kind": kind, "name": name, "limit": limit, "after": after}
         return await call("GET", "/api/definitions", params=params)  # type: ignore[no-any-return]
 
-    @server.tool(annotations=CHANGE, structured_output=True)
+    @server.tool(annotations=RUNS, structured_output=True)
     async def run_definition(
         definition_id: Annotated[int, Field(ge=1, description="the definition's id")],
     ) -> RunOut:
@@ -257,7 +285,7 @@ def _definitions_and_signals(server: FastMCP, call: Call) -> None:
         params = {"older_than": older_than}
         return await call("GET", "/api/admin/signals/stuck", params=params)  # type: ignore[no-any-return]
 
-    @server.tool(annotations=CHANGE, structured_output=True)
+    @server.tool(annotations=RUNS, structured_output=True)
     async def retry_signal(
         signal_id: Annotated[int, Field(ge=1, description="the signal's id")],
     ) -> SignalOut:
@@ -265,7 +293,7 @@ def _definitions_and_signals(server: FastMCP, call: Call) -> None:
         path = f"/api/admin/signals/{signal_id}/retry"
         return await call("POST", path)  # type: ignore[no-any-return]
 
-    @server.tool(annotations=CHANGE, structured_output=True)
+    @server.tool(annotations=RUNS, structured_output=True)
     async def retry_delivery(
         signal_id: Annotated[int, Field(ge=1, description="the signal's id")],
         reactor: Annotated[str, Field(min_length=1, max_length=200, description="its name")],
@@ -307,9 +335,14 @@ def _resources(server: FastMCP, call: Call) -> None:
         mime_type="text/plain",
     )
     async def job_output(job_id: str) -> str:
-        if not job_id.isdigit():
-            raise ValueError(f"job_id ({job_id!r}) must be a job's number")
-        job = await call("GET", f"/api/jobs/{int(job_id)}")
+        if not (job_id.isascii() and job_id.isdigit()):
+            raise ResourceMissing(f"no job is numbered {job_id!r}")
+        try:
+            job = await call("GET", f"/api/jobs/{int(job_id)}")
+        except ApiProblem as exc:
+            if exc.status == 404:
+                raise ResourceMissing(str(exc)) from exc
+            raise
         return output_text(job)
 
 

@@ -4,9 +4,14 @@ host application mounts it at (the ASGI ``root_path``: ``/tickwork/``, say).
 
 - ``/assets/<name>``: the built files. Their names carry a hash of their content, so a
   browser may keep them for a year without asking again (``immutable``).
-- Every other ``GET`` outside ``/api/`` (``/``, ``/jobs/42``, ...): ``index.html``, which
-  the app's router turns into the page; never cached without asking (``no-cache``), so a
-  new release is picked up at the next load.
+- The app's pages (``/``, ``/jobs/42``, ...: the paths of its router, :mod:`.pages`):
+  ``index.html``, which the app's router turns into the page; never cached without asking
+  (``no-cache``), so a new release is picked up at the next load.
+- Every other path is a 404: a problem detail, or for a browser asking for a page
+  (``Accept: text/html``) the same ``index.html``, which shows "No such page". Under
+  ``/api/``, ``/assets/``, ``/mcp`` and ``/.well-known/``, and where an OAuth client looks
+  for an authorization server (``/register``, ``/authorize``, ``/token``), it is always a
+  problem detail (the last saying tickwork takes a bearer token and does not do OAuth).
 - Every page carries a Content-Security-Policy that lets it load and connect to this
   server only: no inline script or style, no other origin, no framing.
 - The same build serves any mount path: its page names its files relatively
@@ -28,10 +33,12 @@ from importlib.resources.abc import Traversable
 from fastapi import FastAPI, Request, Response
 
 from tickwork.api.compression import accepts_gzip
-from tickwork.api.paths import CATCH_ALL, is_page, mounted_at, route_path
+from tickwork.api.paths import CATCH_ALL, mounted_at, route_path
 from tickwork.api.policy import CSP as CSP  # re-exported: the policy the pages carry
 from tickwork.api.policy import HEADERS
+from tickwork.api.problems import problem
 from tickwork.errors import NotFoundError
+from tickwork.web.pages import NO_OAUTH, is_page, never_page, oauth_probe
 
 DIST_PACKAGE = "tickwork.web"
 ASSET_CACHE = "public, max-age=31536000, immutable"
@@ -101,12 +108,22 @@ async def asset(request: Request, name: str) -> Response:
 
 
 async def page(request: Request) -> Response:
-    """The app's page for any path of the dashboard (its router shows the right one)."""
+    """The app's page at a path of the dashboard (its router shows the right one); a 404
+    elsewhere (the page, which says "No such page", to a browser asking for one)."""
     path = route_path(request.scope)  # below the mount path
-    if not is_page(path):
+    if is_page(path):
+        return _page(request, 200)
+    if oauth_probe(path):
+        return problem(404, "Not found", NO_OAUTH)
+    if never_page(path) or "text/html" not in request.headers.get("accept", ""):
         raise NotFoundError("route", path)
+    return _page(request, 404)
+
+
+def _page(request: Request, status: int) -> Response:
     return Response(
         served_page(_index(), mounted_at(request.scope)),
+        status_code=status,
         media_type="text/html; charset=utf-8",
         headers={"Cache-Control": PAGE_CACHE, **HEADERS},
     )
