@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from tickwork import App
 
@@ -176,6 +176,22 @@ BAD_SETTINGS = [
         "TICKWORK = {'SETTINGS': {'worker': {'concurency': 4}}}",
         "worker.concurency (4): Extra inputs are not permitted",
     ),
+    (
+        "TICKWORK = {'SETTINGS': {'database_pooler': 'transaction'}}",
+        "('transaction') needs TICKWORK['DIRECT_DATABASE']",
+    ),
+    (
+        "TICKWORK = {'DIRECT_DATABASE': 'default'}",
+        "TICKWORK['DIRECT_DATABASE'] is for a database behind a transaction pooler",
+    ),
+    (
+        "TICKWORK = {'DIRECT_DATABASE': 'nosuch', 'SETTINGS': {'database_pooler': 'transaction'}}",
+        "TICKWORK['DIRECT_DATABASE'] ('nosuch') is not in DATABASES",
+    ),
+    (
+        "TICKWORK = {'SETTINGS': {'database_direct_url': 'postgresql://u:hunter2@h/db'}}",
+        "TICKWORK['SETTINGS'] may not set 'database_direct_url'",
+    ),
 ]
 
 
@@ -187,6 +203,58 @@ def test_a_bad_tickwork_setting_stops_the_start_naming_the_key(
     assert ran.returncode != 0
     assert message in ran.stderr, ran.stderr[-2000:]
     assert "hunter2" not in ran.stderr
+
+
+def test_behind_pgbouncer_migrate_and_a_worker_go_direct_and_jobs_run_through_it(
+    project_env: dict[str, str], own_database: str, tmp_path: Path
+) -> None:
+    """The project's database behind a transaction pooler (``DATABASES['default']``), and the
+    same database reached directly (``DIRECT_DATABASE``): tickwork's migrations and LISTEN
+    go direct, everything else through the pooler, and an order placed through Django is
+    processed by a worker."""
+    from .pgbouncer_support import running_bouncer
+
+    with running_bouncer(own_database) as bouncer:
+        pooled = conninfo_to_dict(bouncer.pooled_url)
+        body = (
+            "DATABASES['direct'] = {**DATABASES['default']}\n"
+            "DATABASES['default'] = {**DATABASES['default'], 'HOST': '127.0.0.1',"
+            f" 'PORT': {pooled['port']}, 'OPTIONS': {{'prepare_threshold': None}}}}\n"
+            "TICKWORK = {**TICKWORK, 'DIRECT_DATABASE': 'direct',"
+            " 'SETTINGS': {'database_pooler': 'transaction'}}\n"
+        )
+        env = with_settings(project_env | {"DATABASE_URL": own_database}, tmp_path, body)
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(PROJECT)])
+        migrated = manage(env, "migrate", "--noinput")
+        assert migrated.returncode == 0, migrated.stderr[-3000:]
+        placed = manage(
+            env,
+            "shell",
+            "-c",
+            "import json; from django.test import Client;"
+            " r = Client().post('/orders', json.dumps({'email': 'p@example.com',"
+            " 'total_cents': 9}), 'application/json'); print(r.json()['job'])",
+        )
+        assert placed.returncode == 0, placed.stderr[-3000:]
+        job_id = int(placed.stdout.splitlines()[-1])
+        worker = subprocess.Popen(
+            [sys.executable, "manage.py", "tickwork_worker", "--concurrency", "2"],
+            cwd=PROJECT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        app = App(database_url=own_database, schema="tickwork")
+        try:
+            job = app.wait(job_id, timeout=HANG_GUARD)
+            assert job.state == "SUCCEEDED" and job.result == "receipt sent to p@example.com"
+        finally:
+            app.close()
+            worker.send_signal(signal.SIGTERM)
+            output, _ = worker.communicate(timeout=HANG_GUARD)
+        assert worker.returncode == 0, output[-3000:]
+        assert "goes through a connection pooler" not in output
 
 
 def socket_dir(database_url: str) -> str | None:

@@ -145,6 +145,8 @@ class Database:
         """Where the URL comes from when a framework owns it (Django's settings, which its
         test runner changes to the test database): read each time a pool or connection is
         opened, instead of the settings' URL."""
+        self.direct_url_source: Callable[[], str] | None = None
+        """:attr:`url_source` for :attr:`direct_url` (Django's ``DIRECT_DATABASE``)."""
 
     @property
     def url(self) -> str:
@@ -164,6 +166,8 @@ class Database:
     def direct_url(self) -> str:
         """The URL of the connections that need a session of their own (LISTEN, migrations,
         the unpooled ones): ``database_direct_url``, else :attr:`url`."""
+        if self.direct_url_source is not None:
+            return self.direct_url_source()
         direct = self.settings.database_direct_url
         if direct is not None:
             return direct.get_secret_value()

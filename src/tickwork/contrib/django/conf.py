@@ -11,10 +11,14 @@
 - ``TASKS_MODULE`` (``"tasks"``): the module of each installed app imported at start, where
   its tasks are defined;
 - ``SETTINGS`` (``{}``): any other tickwork setting, nested as in ``tickwork.toml``
-  (``{"worker": {"concurrency": 20}}``).
+  (``{"worker": {"concurrency": 20}}``);
+- ``DIRECT_DATABASE`` (none): behind a transaction pooler (PgBouncer's ``pool_mode =
+  transaction``, with ``SETTINGS`` ``{"database_pooler": "transaction"}``), the alias in
+  ``DATABASES`` that reaches PostgreSQL itself, for the connections that need a session of
+  their own (LISTEN, migrations): tickwork's ``database_direct_url``.
 
-The database URL is never a setting here: it comes from ``DATABASES``, read each time a
-connection is opened (Django's test runner points it at the test database).
+The database URLs are never settings here: they come from ``DATABASES``, read each time a
+connection is opened (Django's test runner points them at the test database).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from psycopg.conninfo import make_conninfo
 from tickwork.app import App
 from tickwork.errors import ConfigError
 
-KEYS = frozenset({"DATABASE", "SCHEMA", "MIGRATE", "TASKS_MODULE", "SETTINGS"})
+KEYS = frozenset({"DATABASE", "SCHEMA", "MIGRATE", "TASKS_MODULE", "SETTINGS", "DIRECT_DATABASE"})
 DJANGO_ONLY_OPTIONS = frozenset(
     {"isolation_level", "server_side_binding", "assume_role", "pool"}
     | {"prepare_threshold", "cursor_factory", "context", "autocommit", "row_factory"}
@@ -55,6 +59,7 @@ class Config:
     migrate: bool = True
     tasks_module: str = "tasks"
     settings: dict[str, Any] | None = None
+    direct_database: str | None = None
 
 
 def config() -> Config:
@@ -76,6 +81,7 @@ def config() -> Config:
         migrate=given.get("MIGRATE", True),
         tasks_module=given.get("TASKS_MODULE", "tasks"),
         settings=given.get("SETTINGS", {}),
+        direct_database=given.get("DIRECT_DATABASE"),
     )
     for key, value, kind in (
         ("DATABASE", found.database, str),
@@ -83,29 +89,45 @@ def config() -> Config:
         ("MIGRATE", found.migrate, bool),
         ("TASKS_MODULE", found.tasks_module, str),
         ("SETTINGS", found.settings, dict),
+        ("DIRECT_DATABASE", found.direct_database, str | None),
     ):
         if not isinstance(value, kind):
-            raise ConfigError(f"TICKWORK[{key!r}] must be a {kind.__name__}, not {value!r}")
-    if found.database not in connections.settings:
-        raise ConfigError(f"TICKWORK['DATABASE'] ({found.database!r}) is not in DATABASES")
-    engine = connections.settings[found.database].get("ENGINE", "")
-    if "postgresql" not in engine and "postgis" not in engine:
-        raise ConfigError(
-            f"TICKWORK['DATABASE'] ({found.database!r}) must be a PostgreSQL database,"
-            f" not {engine!r}"
-        )
+            named = getattr(kind, "__name__", "str")
+            raise ConfigError(f"TICKWORK[{key!r}] must be a {named}, not {value!r}")
+    for key, alias in (("DATABASE", found.database), ("DIRECT_DATABASE", found.direct_database)):
+        if alias is None:
+            continue
+        if alias not in connections.settings:
+            raise ConfigError(f"TICKWORK[{key!r}] ({alias!r}) is not in DATABASES")
+        engine = connections.settings[alias].get("ENGINE", "")
+        if "postgresql" not in engine and "postgis" not in engine:
+            raise ConfigError(
+                f"TICKWORK[{key!r}] ({alias!r}) must be a PostgreSQL database, not {engine!r}"
+            )
     if found.schema in DJANGOS_SCHEMAS:
         raise ConfigError(
             f"TICKWORK['SCHEMA'] ({found.schema!r}) holds Django's own tables: tickwork's"
             " schema must be one of its own (tests empty every table in it)"
         )
     settings_given = dict(found.settings or {})
-    for reserved in ("database_url", "schema", "schema_name"):
+    for reserved in ("database_url", "database_direct_url", "schema", "schema_name"):
         if reserved in settings_given:
             raise ConfigError(
                 f"TICKWORK['SETTINGS'] may not set {reserved!r}: it comes from DATABASES"
-                " and TICKWORK['SCHEMA']"
+                " (TICKWORK['DATABASE'] and TICKWORK['DIRECT_DATABASE']) and TICKWORK['SCHEMA']"
             )
+    pooled = settings_given.get("database_pooler") == "transaction"
+    if pooled and found.direct_database is None:
+        raise ConfigError(
+            "TICKWORK['SETTINGS']['database_pooler'] ('transaction') needs"
+            " TICKWORK['DIRECT_DATABASE']: the alias in DATABASES that reaches PostgreSQL"
+            " itself (not the pooler), for LISTEN and migrations"
+        )
+    if found.direct_database is not None and not pooled:
+        raise ConfigError(
+            "TICKWORK['DIRECT_DATABASE'] is for a database behind a transaction pooler: set"
+            " TICKWORK['SETTINGS']['database_pooler'] to 'transaction' too"
+        )
     return found
 
 
@@ -183,9 +205,14 @@ def get_app() -> App:
 def _make_app(found: Config) -> App:
     from django.db import connections
 
-    app = App(schema=found.schema, **(found.settings or {}))
-    alias = found.database
+    alias, direct = found.database, found.direct_database
+    urls: dict[str, Any] = {}
+    if direct is not None:  # checked now (not the same address, ...), read live after
+        urls = {"database_url": url_of(alias), "database_direct_url": url_of(direct)}
+    app = App(schema=found.schema, **urls, **(found.settings or {}))
     app.db.url_source = lambda: url_of(alias)
+    if direct is not None:
+        app.db.direct_url_source = lambda: url_of(direct)
     app.db.joined = lambda: connections[alias]
     app.wrap_sync_handler = closing_connections
     app.wrap_async_handler = closing_connections_async

@@ -27,6 +27,7 @@ class TestRunner(DiscoverRunner):
     in each test database, and tickwork's pools closed at the end."""
 
     _url_source: Callable[[], str] | None = None
+    _direct_url_source: Callable[[], str] | None = None
 
     def setup_databases(self, **kwargs: Any) -> Any:
         from django.db import connections
@@ -34,8 +35,13 @@ class TestRunner(DiscoverRunner):
         from tickwork.contrib.django.conf import config, conninfo_of, get_app
 
         old_config = super().setup_databases(**kwargs)
-        alias = config().database
+        alias, direct = config().database, config().direct_database
         db = get_app().db
+        if direct is not None and not is_test_database(direct):
+            self._direct_url_source, db.direct_url_source = (
+                db.direct_url_source,
+                refusing(direct, "DIRECT_DATABASE"),
+            )
         if not is_test_database(alias):
             self._url_source, db.url_source = db.url_source, refusing(alias)
         else:
@@ -55,9 +61,11 @@ class TestRunner(DiscoverRunner):
         from tickwork.contrib.django.conf import get_app
 
         close_connections()
+        db = get_app().db
         if self._url_source is not None:
-            db = get_app().db
             db.url_source, self._url_source = self._url_source, None
+        if self._direct_url_source is not None:
+            db.direct_url_source, self._direct_url_source = self._direct_url_source, None
         super().teardown_databases(old_config, **kwargs)
 
 
@@ -76,13 +84,19 @@ def close_connections() -> None:
     gc.collect()
 
 
-def refusing(alias: str) -> Callable[[], str]:
+def refusing(alias: str, key: str = "DATABASE") -> Callable[[], str]:
     """What tickwork reads as its database's URL while a test run made no test database for
-    ``alias``: a refusal naming the remedy, never the real database's URL."""
+    ``alias`` (``TICKWORK[key]``): a refusal naming the remedy, never the real database's
+    URL."""
 
     def url() -> str:
         raise ConfigError(
-            f"TICKWORK['DATABASE'] ({alias!r}) has no test database in this test run (no"
+            f"TICKWORK[{key!r}] ({alias!r}) has no test database in this test run (no"
+            f" test uses it), so tickwork does not connect to the real one: add {alias!r}"
+            " to the databases of the tests that use tickwork (or run the tests without the"
+            " pooler, with no DIRECT_DATABASE)"
+            if key == "DIRECT_DATABASE"
+            else f"TICKWORK[{key!r}] ({alias!r}) has no test database in this test run (no"
             f" test uses it), so tickwork does not connect to the real one: add {alias!r}"
             " to the databases of the tests that use tickwork"
         )
