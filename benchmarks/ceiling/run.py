@@ -197,7 +197,7 @@ def claim_all(app: Any, scripts: Scripts, size: int, batches: int) -> list[str]:
             rows = conn.execute(claim, scripts.claim_params(size)).fetchall()
             if len(rows) != size:
                 raise RuntimeError(f"claimed {len(rows)} jobs, not {size}: the fill is short")
-            claimed = decode.claimed(rows)  # the worker's reading of the claim's answer
+            claimed, _ = decode.claimed(rows)  # the worker's reading of the claim's answer
             out.append(scripts.outcomes([(job.id, execution) for job, execution, _ in claimed]))
     return out
 
