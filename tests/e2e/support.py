@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -65,6 +66,18 @@ def browser_missing(reason: str) -> NoReturn:
     if os.environ.get(REQUIRE_BROWSER) == "1":
         pytest.fail(f"{REQUIRE_BROWSER}=1, but the browser tests cannot run: {reason}")
     pytest.skip(reason, allow_module_level=True)
+
+
+def required_tool(name: str, flag: str, install: str) -> str:
+    """The path of the program ``name``; when it is not installed the calling test skips,
+    saying ``install``, or fails when the environment variable ``flag`` is 1 (``.ci/run``
+    sets it, having installed the program)."""
+    found = shutil.which(name)
+    if found is None:
+        if os.environ.get(flag) == "1":
+            pytest.fail(f"{flag}=1, but there is no {name} on PATH")
+        pytest.skip(f"{name} is not installed ({install})")
+    return found
 
 
 def free_port() -> int:

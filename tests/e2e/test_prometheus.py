@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 from tickwork import App
 from tickwork.cli.monitoring import Shipped, shipped
 
-from .support import HANG_GUARD, free_port, serving, wait_for
+from .support import HANG_GUARD, free_port, required_tool, serving, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -28,15 +27,6 @@ E2E_DIR = Path(__file__).parent
 REQUIRE = "TICKWORK_REQUIRE_PROMETHEUS"
 """Set to 1 (``.ci/run`` does, having installed Debian's prometheus): a missing prometheus
 fails the run instead of skipping it."""
-
-
-def prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        if os.environ.get(REQUIRE) == "1":
-            pytest.fail(f"{REQUIRE}=1, but there is no prometheus on PATH")
-        pytest.skip("Debian's prometheus is not installed (.ci/run installs it)")
-    return found
 
 
 def query(base: str, promql: str) -> list[dict[str, Any]]:
@@ -50,7 +40,7 @@ def query(base: str, promql: str) -> list[dict[str, Any]]:
 def test_prometheus_scrapes_serve_and_the_shipped_rules_and_dashboard_work(
     app: App, db_env: dict[str, str], tmp_path: Path
 ) -> None:
-    binary = prometheus_binary()
+    binary = required_tool("prometheus", REQUIRE, "Debian's prometheus; .ci/run installs it")
 
     @app.task(name="e2e.greet", queue="default")
     def greet(name: str) -> str:

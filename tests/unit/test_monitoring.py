@@ -5,31 +5,21 @@ Prometheus query per panel; ``tickwork monitoring print`` prints the files as sh
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from tickwork.cli import cli
 from tickwork.cli.monitoring import Shipped, shipped
 
+from ..e2e.support import required_tool
+
 REQUIRE = "TICKWORK_REQUIRE_PROMETHEUS"
 
 
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get(REQUIRE) == "1":
-            pytest.fail(f"{REQUIRE}=1, but there is no promtool on PATH")
-        pytest.skip("Debian's prometheus (promtool) is not installed (.ci/run installs it)")
-    return found
-
-
 def test_promtool_checks_the_rules_and_runs_their_unit_tests(tmp_path: Path) -> None:
-    tool = promtool()
+    tool = required_tool("promtool", REQUIRE, "Debian's prometheus; .ci/run installs it")
     (tmp_path / "alerts.yml").write_text(shipped(Shipped.ALERTS))
     (tmp_path / "alerts.test.yml").write_text(shipped(Shipped.ALERTS_TEST))
     for command in (["check", "rules", "alerts.yml"], ["test", "rules", "alerts.test.yml"]):
