@@ -1,7 +1,9 @@
 // Type-checked by `npm run typecheck` (never bundled): the types generated from the API's
 // OpenAPI document (schema.d.ts, by openapi-typescript) refuse what the server refuses, so a
-// client written against them cannot send it. Bounds (a priority of 500, max_attempts 0) are
-// not types: tests/e2e/test_openapi_tools.py checks the document declares them.
+// client written against them cannot send it. A small bounded range is the union of its
+// values (scripts/api-types.mjs), so a priority of 500 is refused too; wider bounds
+// (max_attempts up to 1,000) are stated by the document, and tests/e2e/test_openapi_tools.py
+// checks it declares them.
 import type { components, operations } from "./schema";
 
 type ListJobsQuery = NonNullable<operations["listJobs"]["parameters"]["query"]>;
@@ -18,6 +20,10 @@ export const nullQueue: ListJobsQuery = { queue: null };
 export const enqueued: EnqueueBody = { task: "send_email", priority: 5, max_attempts: 3 };
 // @ts-expect-error: a priority is a number
 export const textPriority: EnqueueBody = { task: "send_email", priority: "high" };
+// @ts-expect-error: a priority is at most 100
+export const highPriority: EnqueueBody = { task: "send_email", priority: 500 };
+// @ts-expect-error: a priority is at least -100
+export const lowPriority: EnqueueBody = { task: "send_email", priority: -101 };
 // @ts-expect-error: unknown fields are refused
 export const unknownField: EnqueueBody = { task: "send_email", retries: 3 };
 // @ts-expect-error: the task is required
