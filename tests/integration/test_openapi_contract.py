@@ -177,7 +177,7 @@ def malformed(operation: Operation, described: dict[str, Any]) -> tuple[str, dic
 
 
 async def structural(contract: Contract, api: Api) -> None:
-    """401, 403, 413 and 400 of every operation that declares them."""
+    """401, 403, 413, 415 and 400 of every operation that declares them."""
     admin, viewer = api.tokens[Role.ADMIN], api.tokens[Role.VIEWER]
     for operation in contract.operations():
         method, path = operation
@@ -191,6 +191,9 @@ async def structural(contract: Contract, api: Api) -> None:
         if "413" in declared:
             huge = {"content": b" " * (MAX_BODY + 1), "headers": {"content-type": "text/plain"}}
             await contract.ask(api.client, operation, url, admin, 413, **huge)
+        if "415" in declared:
+            plain = {"content": b"{}", "headers": {"content-type": "text/plain"}}
+            await contract.ask(api.client, operation, url, admin, 415, **plain)
         if "400" in declared:
             bad_url, request = malformed(operation, contract.described(operation))
             await contract.ask(api.client, operation, bad_url, admin, 400, **request)

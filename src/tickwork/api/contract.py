@@ -8,7 +8,8 @@ The API's structure gives most codes, the same for every operation of a kind:
   needs more than VIEWER;
 - 413: a method with a body (the gate reads every POST/PUT/PATCH/DELETE body, and refuses
   one past the limit before routing); 408 for the same, from ``serve``'s HTTP server, when
-  the body does not arrive in time (:mod:`tickwork.http_bounds`);
+  the body does not arrive in time (:mod:`tickwork.http_bounds`); 415 for an operation that
+  takes a JSON body, sent one of another ``Content-Type``;
 - 503: one that asks the database (all but :data:`WITHOUT_DATABASE`).
 
 A route declares the rest on its decorator with :func:`answer`: 404 for an unknown id or
@@ -48,10 +49,18 @@ STRUCTURAL: dict[int, str] = {
     408: "Request Timeout: the body did not arrive within api.body_timeout (the connection is"
     " closed)",
     413: "Request body too large",
+    415: "Unsupported media type: the body must be JSON (Content-Type: application/json)",
     503: "Database unavailable, or the request deadline passed (retry after Retry-After seconds)",
 }
 
 HEADERS: dict[int, dict[str, Any]] = {
+    415: {
+        "Accept": {
+            "description": "the media type the body must have",
+            "required": True,
+            "schema": {"type": "string", "enum": ["application/json"]},
+        }
+    },
     401: {
         "WWW-Authenticate": {
             "description": "Bearer",
@@ -154,6 +163,8 @@ def declare(schema: dict[str, Any], roles: dict[tuple[str, str], Role | None]) -
                 operation["security"] = []  # the bearer scheme is on every route but these
             if key[0] in BODY_METHODS:
                 codes |= {408, 413}
+            if "requestBody" in operation:
+                codes.add(415)
             if key not in WITHOUT_DATABASE:
                 codes.add(503)
             for code in codes:

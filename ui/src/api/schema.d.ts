@@ -3149,6 +3149,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Too many failed logins for this account or address */
             429: {
                 headers: {
@@ -3242,6 +3253,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Database unavailable, or the request deadline passed (retry after Retry-After seconds) */
             503: {
                 headers: {
@@ -3305,6 +3327,17 @@ export interface operations {
             /** @description Request body too large */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
                     [name: string]: unknown;
                 };
                 content: {
@@ -3427,6 +3460,17 @@ export interface operations {
             /** @description Request body too large */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
                     [name: string]: unknown;
                 };
                 content: {
@@ -3562,6 +3606,17 @@ export interface operations {
             /** @description Request body too large */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
                     [name: string]: unknown;
                 };
                 content: {
@@ -3799,6 +3854,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Database unavailable, or the request deadline passed (retry after Retry-After seconds) */
             503: {
                 headers: {
@@ -3935,6 +4001,17 @@ export interface operations {
             /** @description Request body too large */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
                     [name: string]: unknown;
                 };
                 content: {
@@ -4119,6 +4196,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Database unavailable, or the request deadline passed (retry after Retry-After seconds) */
             503: {
                 headers: {
@@ -4279,6 +4367,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Database unavailable; `stored` says whether the job was stored (retry after Retry-After seconds) */
             503: {
                 headers: {
@@ -4361,6 +4460,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Database unavailable, or the request deadline passed (retry after Retry-After seconds) */
             503: {
                 headers: {
@@ -4437,6 +4547,17 @@ export interface operations {
             /** @description Request body too large */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5248,6 +5369,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Database unavailable, or the request deadline passed (retry after Retry-After seconds) */
             503: {
                 headers: {
@@ -5502,6 +5634,17 @@ export interface operations {
             /** @description Request body too large */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5925,6 +6068,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Database unavailable, or the request deadline passed (retry after Retry-After seconds) */
             503: {
                 headers: {
@@ -6170,6 +6324,17 @@ export interface operations {
             /** @description Request body too large */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7217,6 +7382,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Database unavailable, or the request deadline passed (retry after Retry-After seconds) */
             503: {
                 headers: {
@@ -7337,6 +7513,17 @@ export interface operations {
             /** @description Request body too large */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7789,6 +7976,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description No process holds the lease the switch applies to (see /leaders), or the database is unavailable; retry after Retry-After seconds */
             503: {
                 headers: {
@@ -7889,6 +8087,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description No process holds the lease the switch applies to (see /leaders), or the database is unavailable; retry after Retry-After seconds */
             503: {
                 headers: {
@@ -7983,6 +8192,17 @@ export interface operations {
             /** @description Request body too large */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8167,6 +8387,17 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description No process holds the lease the switch applies to (see /leaders), or the database is unavailable; retry after Retry-After seconds */
             503: {
                 headers: {
@@ -8241,6 +8472,17 @@ export interface operations {
             /** @description Request body too large */
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported media type: the body must be JSON (Content-Type: application/json) */
+            415: {
+                headers: {
+                    /** @description the media type the body must have */
+                    Accept: "application/json";
                     [name: string]: unknown;
                 };
                 content: {
