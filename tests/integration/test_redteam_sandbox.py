@@ -58,10 +58,7 @@ async def test_a_run_cannot_unmount_its_temp_space_to_reach_the_machines(
 
 
 async def test_a_run_sees_no_process_of_the_machine_and_can_signal_none(tmp_path: Path) -> None:
-    source = (
-        "ls /proc | grep -c '^[0-9]' \n"
-        "kill -9 -1 2>/dev/null; echo survived\n"
-    )
+    source = "ls /proc | grep -c '^[0-9]' \nkill -9 -1 2>/dev/null; echo survived\n"
     done = await run(source)
     count, survived = done["stdout"].split("\n")[:2]
     assert int(count) <= 6  # its own shell, ls, grep and the namespace's init
@@ -83,7 +80,7 @@ async def test_a_run_cannot_leave_its_pids_cgroup_or_raise_its_cap() -> None:
 async def test_setuid_programs_give_a_run_no_privilege() -> None:
     source = (
         "for p in /usr/bin/su /usr/bin/passwd /usr/bin/mount /usr/bin/newgrp /bin/su; do\n"
-        "  [ -u \"$p\" ] && echo \"setuid $p\"\n"
+        '  [ -u "$p" ] && echo "setuid $p"\n'
         "done\n"
         "grep NoNewPrivs /proc/self/status\n"
         "grep CapEff /proc/self/status\n"
