@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
 from tickwork import App
+from tickwork.api import create_api
 from tickwork.api.compression import accepts_gzip
 from tickwork.auth import Role
 
-from .api_support import Api, problem, start_api
+from .api_support import BASE_URL, Api, problem, start_api
 
 SECRET_IN_BODY = "hunter2-correct-horse"
 
@@ -95,3 +97,30 @@ async def test_errors_about_a_body_never_echo_it(api: Api) -> None:
     answer = await api.client.post("/api/jobs", content=broken.encode(), headers=plain)
     body = problem(answer, 415)
     assert SECRET_IN_BODY not in answer.text and len(body["detail"]) < 300
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "https://ops.example.com.evil.example",
+        "https://evilops.example.com",
+        "http://ops.example.com",  # the scheme downgraded
+        "https://ops.example.com:8443",
+        "https://OPS.example.com",
+        "null",
+        "https://ops.example.com\t",
+    ],
+)
+async def test_cors_takes_a_listed_origin_exactly_and_nothing_like_it(
+    app: App, api: Api, origin: str
+) -> None:
+    app.settings.api.cors_origins = ["https://ops.example.com"]
+    cors = create_api(app, api.auth, await app.db.async_pool())
+    transport = httpx.ASGITransport(app=cors)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
+        asked = {"Origin": origin, "Access-Control-Request-Method": "DELETE"}
+        preflight = await client.options("/api/jobs/1", headers=asked)
+        read = await client.get("/api/jobs", headers={"Origin": origin} | api.headers(Role.ADMIN))
+    for answer in (preflight, read):
+        assert "access-control-allow-origin" not in answer.headers
+        assert "access-control-allow-credentials" not in answer.headers
