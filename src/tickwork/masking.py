@@ -6,9 +6,12 @@ reading the text as decoders would. The text is searched as it is, and in each o
 decodings (up to :data:`DEPTH` chained): percent-decoded (whole or partly encoded, hex in
 either case, with ``+`` read as a space and as itself; invalid UTF-8 read as Latin-1) and
 backslash-unescaped (JSON's and Python repr's escapes: ``\\"``, ``\\\\``, ``\\uXXXX`` with
-surrogate pairs, ``\\xXX`` runs as UTF-8 bytes, ``\\n`` ...). Each decoding keeps where each
-of its characters came from, so a secret found in it masks the encoded span of the original
-text. The search ignores case (a secret in a URL's host is lower-cased by the parser).
+surrogate pairs, ``\\xXX`` runs as UTF-8 bytes, ``\\n`` ...; any other escaped character as
+itself, as a shell reads ``printf %q``), HTML entities (``&amp;``, ``&#39;``, ``&#x27;``) and a
+shell's single quote spliced into a single-quoted word (``'\\''``: bash's ``set -x``).
+Each decoding keeps where each of its characters came from, so a secret found in it masks
+the encoded span of the original text. The search ignores case (a secret in a URL's host
+is lower-cased by the parser).
 
 Each secret is looked for with ``str.find`` (linear whatever its shape; no regular
 expression to backtrack) in lower-cased text. The text is searched whole; its
@@ -58,15 +61,26 @@ _PERCENT_PLUS = re.compile(r"(?:%[0-9A-Fa-f]{2})+|\+")
 _BACKSLASH = re.compile(
     r"\\(?:u(?P<u>[0-9A-Fa-f]{4})|U(?P<U>[0-9A-Fa-f]{8})"
     r"|(?P<x>x[0-9A-Fa-f]{2}(?:\\x[0-9A-Fa-f]{2})*)"  # a run of \xXX: bytes read together
-    r"|(?P<c>[\\\"'/bfnrt]))"
+    r"|(?P<c>[bfnrt]|[^0-9A-Za-z\r\n]))"  # any other escaped: itself (a shell's \ , \&)
 )
+_HTML = re.compile(
+    r"&(?:#(?P<d>[0-9]{1,7})|#[xX](?P<h>[0-9A-Fa-f]{1,6})|(?P<n>amp|lt|gt|quot|apos));"
+)
+_HTML_NAMED = {"amp": "&", "lt": "<", "gt": ">", "quot": '"', "apos": "'"}
+_SHELL_QUOTE = re.compile(r"'(?:\\'|\"'\")'")
+"""A single quote inside a shell's single-quoted word: closed, escaped and reopened (bash's
+``set -x``, ``shlex.quote``): ``'\\''`` or ``'"'"'``."""
 _SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-_ESCAPE_CHARS = frozenset("%\\xuU0123456789abcdefABCDEF\"'/nrt")
+_ESCAPE_CHARS = frozenset("%\\xuU0123456789abcdefABCDEF\"'/nrt&#;")
 """What a cut through an encoded character may leave of it at a text's edge."""
 _ALNUM = re.compile(r"[a-z0-9_.~-]+")
 """What no encoder encodes (URLs' unreserved characters; JSON and repr leave them too)."""
 _UNRESERVED_HEX = r"(?:3[0-9]|[46][1-9A-Fa-f]|[57][0-9Aa]|2[DdEe]|5[Ff]|7[Ee])"
-_ENCODED_UNRESERVED = re.compile(rf"%{_UNRESERVED_HEX}|\\(?:u00|x){_UNRESERVED_HEX}")
+_UNRESERVED_DECIMAL = r"0*(?:4[5689]|5[0-7]|6[5-9]|[78][0-9]|9[05789]|1[01][0-9]|12[0-2]|126)"
+_ENCODED_UNRESERVED = re.compile(
+    rf"%{_UNRESERVED_HEX}|\\(?:u00|x){_UNRESERVED_HEX}"
+    rf"|&#(?:[xX]0*{_UNRESERVED_HEX}|{_UNRESERVED_DECIMAL});"
+)
 """An encoder that encodes what none needs to (``%41`` for ``A``): a text holding one has its
 decodings read whole."""
 _WIDTH = 12
@@ -164,6 +178,26 @@ def _backslash_tokens(text: str) -> Iterator[Token]:
         yield high
 
 
+def _html_tokens(text: str) -> Iterator[Token]:
+    for match in _HTML.finditer(text):
+        if match.group("n"):
+            yield match.start(), match.end(), _HTML_NAMED[match.group("n")]
+            continue
+        code = int(match.group("d"), 10) if match.group("d") else int(match.group("h"), 16)
+        char = chr(code) if code < 0x110000 else "\ufffd"
+        yield match.start(), match.end(), char
+
+
+def _html(text: str) -> Iterator[Token]:
+    return _html_tokens(text) if "&" in text else iter(())
+
+
+def _shell_quote(text: str) -> Iterator[Token]:
+    if "'\\''" not in text and "'\"'\"'" not in text:
+        return iter(())
+    return ((m.start(), m.end(), "'") for m in _SHELL_QUOTE.finditer(text))
+
+
 def _percent(text: str) -> Iterator[Token]:
     return _percent_tokens(text, plus=False) if "%" in text else iter(())
 
@@ -176,7 +210,13 @@ def _backslash(text: str) -> Iterator[Token]:
     return _backslash_tokens(text) if "\\" in text else iter(())
 
 
-DECODERS: tuple[Callable[[str], Iterator[Token]], ...] = (_percent, _percent_plus, _backslash)
+DECODERS: tuple[Callable[[str], Iterator[Token]], ...] = (
+    _percent,
+    _percent_plus,
+    _backslash,
+    _html,
+    _shell_quote,
+)
 """Each decoding a text may have, as the characters it changes (one that changes none is
 not a decoding of it)."""
 

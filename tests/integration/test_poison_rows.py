@@ -389,3 +389,37 @@ async def test_a_schedule_with_poison_args_is_left_alone_and_the_rest_fire(
     assert [f.schedule for f in fired.fired] == ["healthy"]
     [(jobs,)] = sql.execute("SELECT count(*) FROM jobs").fetchall()
     assert jobs == 1  # none with a marker for arguments
+
+
+NOT_OBJECTS = ('"a string"', "[1, 2]", "42", "null", TOO_DEEP)
+"""Stored values where a definition keeps an object (red team, round two)."""
+
+
+@pytest.mark.parametrize("column", ["spec", "backoff", "loop"])
+@pytest.mark.parametrize("stored", NOT_OBJECTS)
+async def test_a_definition_whose_stored_object_is_not_one_is_served(
+    api: Api, sql: Any, column: str, stored: str
+) -> None:
+    admin = api.headers(Role.ADMIN)
+    made = await api.client.post(
+        "/api/definitions",
+        json={"name": "poisoned", "kind": "http", "http": {"url": "https://example.com/"}},
+        headers=admin,
+    )
+    assert made.status_code == 201, made.text
+    healthy = await api.client.post(
+        "/api/definitions",
+        json={"name": "healthy", "kind": "http", "http": {"url": "https://example.com/"}},
+        headers=admin,
+    )
+    sql.execute(f"UPDATE definitions SET {column} = %s::jsonb WHERE name = 'poisoned'", (stored,))
+    page = await api.client.get(f"/api/definitions/{made.json()['id']}", headers=admin)
+    assert page.status_code == 200, page.text[:500]
+    listing = await api.client.get("/api/definitions", headers=admin)
+    assert listing.status_code == 200, listing.text[:500]
+    names = [d["name"] for d in listing.json()["items"]]
+    assert "poisoned" in names and healthy.json()["name"] in names
+    run = await api.client.post(f"/api/definitions/{made.json()['id']}/run", headers=admin)
+    assert run.status_code < 500, run.text[:500]
+    gone = await api.client.delete(f"/api/definitions/{made.json()['id']}", headers=admin)
+    assert gone.status_code == 204, gone.text[:500]

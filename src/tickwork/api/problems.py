@@ -232,7 +232,11 @@ def install(api: FastAPI) -> None:
         assert isinstance(exc, HTTPException)
         headers = dict(exc.headers or {})
         if exc.status_code == 405:  # every method the path takes, not one route's
-            headers["Allow"] = ", ".join(allowed_methods(request.app, request.scope))
+            allowed = allowed_methods(request.app, request.scope)
+            if not allowed:  # only the dashboard's catch-all matched: no route takes it
+                path = route_path(request.scope)
+                return problem(404, "Not found", f"route {path!r} does not exist")
+            headers["Allow"] = ", ".join(allowed)
         return problem(exc.status_code, str(exc.detail), str(exc.detail), headers=headers)
 
     api.add_exception_handler(TickworkError, tickwork_error)

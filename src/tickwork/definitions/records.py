@@ -19,10 +19,12 @@ from pydantic import (
 )
 
 from tickwork.config import EXEC_TIMEOUT_MARGIN, MAX_EXEC_TIMEOUT
+from tickwork.db.loaders import Undecodable
 from tickwork.errors import InvalidField
 from tickwork.jsonschema import null_only
 from tickwork.limits import unstorable
 from tickwork.queue.backoff import ExponentialBackoff
+from tickwork.queue.rows import json_kind
 
 HTTP_TASK = "tickwork.http"
 SCRIPT_TASK = "tickwork.script"
@@ -314,13 +316,13 @@ class Definition:
             name=row["name"],
             description=row["description"],
             kind=row["kind"],
-            spec=row["spec"],
+            spec=_stored_object(row["spec"]),
             queue=row["queue"],
             cron=row["cron"],
             timezone=row["timezone"],
             exec_timeout=row["exec_timeout"],
-            retry=row["backoff"] | {"max_attempts": row["max_attempts"]},
-            loop=row["loop"],
+            retry=_stored_object(row["backoff"]) | {"max_attempts": row["max_attempts"]},
+            loop=None if row["loop"] is None else _stored_object(row["loop"]),
             enabled=row["enabled"],
             webhook=row["webhook_hash"] is not None,
             runs=row["runs"],
@@ -375,3 +377,11 @@ def queue_of(kind: str, spec: HttpSpec | ScriptSpec) -> str:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def _stored_object(value: Any) -> dict[str, Any]:
+    """A stored JSON object as read; an :class:`Undecodable` marker for a value that is not
+    one (written by SQL or an older version), so one such row never fails a listing."""
+    if isinstance(value, dict):
+        return value
+    return Undecodable(f"must be a JSON object, not {json_kind(value)}")

@@ -31,6 +31,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tickwork import __version__
+from tickwork.api.deadline import Deadline
 from tickwork.api.throttle import Limiter
 from tickwork.app import App
 from tickwork.auth import AuthService
@@ -179,7 +180,8 @@ class Endpoint:
     stream to offer: GET is 405); the Host and Origin headers must be allowed; the bearer
     token must authenticate (else 401, before any body is read; refusals are counted per
     address); one person makes at most ``mcp.rate`` requests a minute; the body must be
-    UTF-8, at most ``api.max_body_bytes`` and nested at most 64 deep."""
+    UTF-8, at most ``api.max_body_bytes`` and nested at most 64 deep. The whole request
+    answers within ``api.request_deadline`` (503 past it, as the REST API's)."""
 
     def __init__(
         self, server: FastMCP, settings: Settings, auth: AuthService, rest: ASGIApp | None
@@ -192,6 +194,9 @@ class Endpoint:
         self.refused = Limiter(settings.mcp.rate)
         self.max_body = settings.mcp.max_body_bytes
         self.allowed = security(settings)
+        self.bounded = Deadline(self._serve, seconds=settings.api.request_deadline)
+        """A request to ``/mcp`` answers within ``api.request_deadline`` (503 past it), as the
+        REST API's do: its token is checked against the database before any tool runs."""
 
     def lifespan(self) -> Any:
         """Held while serving: the SDK's session manager runs inside it."""
@@ -210,6 +215,10 @@ class Endpoint:
                 return
             await self.rest(scope, receive, send)
             return
+        await self.bounded(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """One request to ``/mcp``: refused, or the SDK's to answer."""
         refusal = await self._refusal(scope)
         if refusal is None and scope.get("method") == "POST":
             try:
