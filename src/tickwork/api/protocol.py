@@ -55,7 +55,7 @@ class Protocol:
                     405,
                     "Method Not Allowed",
                     "Method Not Allowed",
-                    headers={"Allow": ", ".join(allowed)},
+                    headers={"Allow": ", ".join(allowed), "Cache-Control": "no-store"},
                 )(scope, receive, send)
                 return
         api = route_path(scope).startswith("/api/") or route_path(scope) in (
