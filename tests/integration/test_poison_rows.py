@@ -423,3 +423,32 @@ async def test_a_definition_whose_stored_object_is_not_one_is_served(
     assert run.status_code < 500, run.text[:500]
     gone = await api.client.delete(f"/api/definitions/{made.json()['id']}", headers=admin)
     assert gone.status_code == 204, gone.text[:500]
+
+
+@pytest.mark.parametrize(
+    ("table", "column"),
+    [("jobs", "run_at"), ("jobs", "fire_time"), ("executions", "lease_expires_at"),
+     ("schedules", "next_run_at")],
+)  # fmt: skip
+async def test_a_time_python_cannot_read_is_refused_when_stored(
+    api: Api, sql: Any, table: str, column: str
+) -> None:
+    """'-infinity' in a job's run_at made every claim of its queue fail (now() - run_at out of
+    range) and its page 500: the tables refuse it (0017_finite_times.sql)."""
+    job = await api.app.enqueue_async("tests.poison_echo")
+    sql.execute(
+        "INSERT INTO executions (job_id, attempt, worker_id, lease_expires_at)"
+        " VALUES (%s, 1, gen_random_uuid(), now())",
+        [job.id],
+    )
+    sql.execute(
+        "INSERT INTO schedules (name, task, cron, next_run_at) VALUES"
+        " ('finite', 'tests.poison_echo', '* * * * *', now())"
+    )
+    key = {"jobs": "id", "executions": "job_id", "schedules": "0 * id"}[table]
+    for value in ("-infinity", "infinity"):
+        with pytest.raises(psycopg.errors.CheckViolation, match=f"{table}_times_finite"):
+            sql.execute(
+                f"UPDATE {table} SET {column} = %s::timestamptz WHERE {key} = %s",
+                [value, 0 if table == "schedules" else job.id],
+            )
