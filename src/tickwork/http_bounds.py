@@ -8,9 +8,9 @@ request, the probes included, once that many sockets are open. Here, per connect
 - its request's headers must be complete within ``header_timeout`` of its first byte (of
   the connection, for the first request), else it is closed;
 - a request's body must arrive within ``body_timeout`` plus a second per ``body_min_rate``
-  bytes received, else it is answered 408 and closed (while the server itself holds the
-  reading back, or has not yet asked for an ``Expect: 100-continue`` body, the clock
-  restarts: the client is not late);
+  bytes of its data received (a chunked body's framing earns nothing), else it is answered
+  408 and closed (while the server itself holds the reading back, or has not yet asked for
+  an ``Expect: 100-continue`` body, the clock restarts: the client is not late);
 - one client address (an IPv6 one by its /64) holds at most ``per_client`` connections, a
   trusted proxy any number; further ones are closed at once, before anything is read;
 - the first ``max_connections`` connections are served; the next ``probe_reserve`` only
@@ -199,6 +199,7 @@ class BoundedProtocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._count_body_data()
         bounds = self.BOUNDS
         host = self._host
         key = bounds.client_key(host)
@@ -242,10 +243,21 @@ class BoundedProtocol(H11Protocol):
             return  # the rest of a body already answered 408
         if self.conn.their_state is h11.IDLE:
             self._arm_header_timer()  # a request begins (or a connection's first bytes)
-        elif self.conn.their_state is h11.SEND_BODY:
-            self._body_bytes += len(data)
         super().data_received(data)
         self._follow()
+
+    def _count_body_data(self) -> None:
+        """Count the body's bytes as h11 hands them on (its ``Data`` events): a chunked body's
+        framing and chunk extensions earn the body no time, only its data does."""
+        next_event = self.conn.next_event
+
+        def counted() -> Any:
+            event = next_event()
+            if type(event) is h11.Data:
+                self._body_bytes += len(event.data)
+            return event
+
+        self.conn.next_event = counted  # type: ignore[method-assign]
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # may start a pipelined request already received

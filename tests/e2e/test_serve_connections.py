@@ -246,3 +246,34 @@ def test_a_trickled_body_is_answered_408_and_closed(
         assert head.startswith(b"HTTP/1.1 408 "), answered
         assert b"connection: close" in head.lower()
         assert json.loads(body)["status"] == 408
+
+
+def test_chunk_framing_earns_a_trickled_body_no_time(
+    db_env: dict[str, str], tmp_path: Path, clean: None
+) -> None:
+    """A chunked body whose chunks carry long extensions (framing, kilobytes a second) and a
+    byte of data each: only the data earns the body time (body_min_rate), so it is answered
+    408 though bytes keep coming fast."""
+    env = env_of(db_env, body_timeout="1")
+    with (
+        serving(env, tmp_path, "--roles", "api") as (_, url, _printed),
+        closing(open_idle(port_of(url), ATTACKER, 1)) as (s,),
+    ):
+        s.sendall(
+            b"POST /api/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        chunk = b"1;" + b"e" * 600 + b"\r\n \r\n"  # 600 bytes of framing, 1 of data
+        chunks = 0
+        deadline = time.monotonic() + HANG_GUARD
+        answer = select.poll()
+        answer.register(s, select.POLLIN)
+        while not answer.poll(100):  # paces the trickle: a chunk each 0.1 s (6 kB/s)
+            assert time.monotonic() < deadline, f"no answer after {chunks} chunks"
+            try:
+                s.sendall(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            chunks += 1
+        answered = closed_by_server(s)
+        assert answered.startswith(b"HTTP/1.1 408 "), answered
