@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -81,18 +82,25 @@ def test_databases(project_env: dict[str, str]) -> Iterator[str]:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(left)))
 
 
-@pytest.fixture
-def own_database(database_url: str) -> Iterator[str]:
-    """A database of its own on the test server, dropped after: ``migrate`` writes Django's
-    tables in its public schema."""
+@contextlib.contextmanager
+def database_of_its_own(server_url: str) -> Iterator[str]:
+    """A database of its own on the server of ``server_url`` (its URL), dropped after:
+    ``migrate`` writes Django's tables in its public schema."""
     name = f"tickwork_shop_{secrets.token_hex(4)}"
-    with psycopg.connect(database_url, autocommit=True) as conn:
+    with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
-        yield make_conninfo(database_url, dbname=name)
+        yield make_conninfo(server_url, dbname=name)
     finally:
-        with psycopg.connect(database_url, autocommit=True) as conn:
+        with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def own_database(database_url: str) -> Iterator[str]:
+    """A database of its own on the test server (:func:`database_of_its_own`)."""
+    with database_of_its_own(database_url) as url:
+        yield url
 
 
 def test_the_example_projects_tests_pass_under_djangos_test_runner(
@@ -213,7 +221,7 @@ def test_a_bad_tickwork_setting_stops_the_start_naming_the_key(
 
 
 def test_behind_pgbouncer_migrate_and_a_worker_go_direct_and_jobs_run_through_it(
-    project_env: dict[str, str], own_database: str, tmp_path: Path
+    project_env: dict[str, str], tcp_database_url: str, tmp_path: Path
 ) -> None:
     """The project's database behind a transaction pooler (``DATABASES['default']``), and the
     same database reached directly (``DIRECT_DATABASE``): tickwork's migrations and LISTEN
@@ -221,7 +229,10 @@ def test_behind_pgbouncer_migrate_and_a_worker_go_direct_and_jobs_run_through_it
     processed by a worker."""
     from .pgbouncer_support import running_bouncer
 
-    with running_bouncer(own_database) as bouncer:
+    with (
+        database_of_its_own(tcp_database_url) as own_database,
+        running_bouncer(own_database) as bouncer,
+    ):
         pooled = conninfo_to_dict(bouncer.pooled_url)
         body = (
             "DATABASES['direct'] = {**DATABASES['default']}\n"
